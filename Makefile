@@ -1,0 +1,31 @@
+# `make quickstart` and `make test` work on a fresh machine: they create .venv if missing and install.
+# CPU set-ups pin torch to the CPU wheel via constraints-cpu.txt; GPU users: `make test CONSTRAINTS=`
+# after installing torch their usual way.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CONSTRAINTS ?= constraints-cpu.txt
+PIP_C := $(if $(CONSTRAINTS),-c $(CONSTRAINTS),)
+PYTEST_ARGS ?=
+
+.PHONY: install quickstart test test-fast bench clean
+
+$(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q -U pip
+	$(if $(CONSTRAINTS),$(PY) -m pip install -q $(PIP_C) torch,)
+	$(PY) -m pip install -q $(PIP_C) -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+quickstart: install
+	$(PY) -m patarm quickstart
+
+test: install
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

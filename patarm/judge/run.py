@@ -1,0 +1,87 @@
+"""Judge preference pairs pointwise with any backend; summarise pair accuracy, format validity and margin.
+
+One record per pair: every rollout's Judgment for both sides, the mean scores, PAR rewards and the
+pair outcome (the chosen response wins when its mean score is strictly higher).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from patarm.data.schema import PreferencePair
+from patarm.judge.parse import parse_judgment
+from patarm.judge.templates import JudgeTemplate, load_template, render_pairwise, render_pointwise
+from patarm.rewards import format_penalty, par_rewards
+
+
+def _mean(scores: Sequence[float | None]) -> float | None:
+    valid = [s for s in scores if s is not None]
+    return sum(valid) / len(valid) if valid else None
+
+
+def judge_pairs_pointwise(pairs: Sequence[PreferencePair], backend: Any, template: JudgeTemplate | str | None = None,
+                          num_samples: int = 1, margin: Any = "graded", seed: int | None = None) -> list[dict]:
+    """Score both sides of every pair with `num_samples` rollouts each; one record per pair."""
+    template = load_template(template or "pointwise")
+    prompts = [render_pointwise(p.prompt, getattr(p, side), template, domain=p.domain)
+               for p in pairs for side in ("chosen", "rejected")]
+    outputs = backend.generate(prompts, num_samples=num_samples, seed=seed)
+    records = []
+    for k, pair in enumerate(pairs):
+        sides = {}
+        for side, texts in (("chosen", outputs[2 * k]), ("rejected", outputs[2 * k + 1])):
+            sides[side] = [parse_judgment(t, template) for t in texts]
+        c_scores = [j.score for j in sides["chosen"]]
+        r_scores = [j.score for j in sides["rejected"]]
+        c_par, r_par = par_rewards(c_scores, r_scores, margin)
+        mc, mr = _mean(c_scores), _mean(r_scores)
+        records.append({
+            "pair_id": pair.id, "mode": "pointwise",
+            "chosen": [dict(j.to_dict(), par=p, format=format_penalty(j)) for j, p in zip(sides["chosen"], c_par)],
+            "rejected": [dict(j.to_dict(), par=p, format=format_penalty(j)) for j, p in zip(sides["rejected"], r_par)],
+            "score_chosen": mc, "score_rejected": mr,
+            "correct": mc is not None and mr is not None and mc > mr,
+        })
+    return records
+
+
+def judge_pairs_pairwise(pairs: Sequence[PreferencePair], backend: Any, template: JudgeTemplate | str | None = None,
+                         num_samples: int = 1, seed: int | None = None) -> list[dict]:
+    """A/B decisions in both presentation orders; the chosen response is A in the first order."""
+    template = load_template(template or "pairwise")
+    prompts = []
+    for p in pairs:
+        prompts.append(render_pairwise(p.prompt, p.chosen, p.rejected, template, domain=p.domain))
+        prompts.append(render_pairwise(p.prompt, p.rejected, p.chosen, template, domain=p.domain))
+    outputs = backend.generate(prompts, num_samples=num_samples, seed=seed)
+    records = []
+    for k, pair in enumerate(pairs):
+        ab = [parse_judgment(t, template) for t in outputs[2 * k]]
+        ba = [parse_judgment(t, template) for t in outputs[2 * k + 1]]
+        votes = sum(j.decision == "A" for j in ab) - sum(j.decision == "B" for j in ab)
+        votes += sum(j.decision == "B" for j in ba) - sum(j.decision == "A" for j in ba)
+        records.append({
+            "pair_id": pair.id, "mode": "pairwise",
+            "order_ab": [j.to_dict() for j in ab], "order_ba": [j.to_dict() for j in ba],
+            "correct": votes > 0,
+            "consistent": all(a.decision is not None for a in ab) and [a.decision for a in ab]
+            == [{"A": "B", "B": "A", "tie": "tie"}.get(b.decision) for b in ba],
+        })
+    return records
+
+
+def summarize(records: Iterable[dict]) -> dict[str, float]:
+    """Pair accuracy, format-valid rate (valid score and tags) and mean score margin s̄^c − s̄^r."""
+    records = list(records)
+    if not records:
+        return {"accuracy": 0.0, "format_valid": 0.0, "margin": 0.0, "pairs": 0}
+    judgments = [j for r in records for side in ("chosen", "rejected", "order_ab", "order_ba") for j in r.get(side, [])]
+    valid = [j for j in judgments if j.get("tags_ok") and (j.get("score") is not None or j.get("decision"))]
+    margins = [r["score_chosen"] - r["score_rejected"] for r in records
+               if r.get("score_chosen") is not None and r.get("score_rejected") is not None]
+    return {
+        "accuracy": sum(r["correct"] for r in records) / len(records),
+        "format_valid": len(valid) / max(len(judgments), 1),
+        "margin": sum(margins) / len(margins) if margins else 0.0,
+        "pairs": len(records),
+    }

@@ -1,0 +1,1 @@
+"""Data construction (PaTaRM Appendix C): teacher-judged SFT corpora and the rejection-sampled RL set."""

@@ -1,0 +1,51 @@
+"""Quickstart report: the stage table printed and written as report.md, report.json and a PNG of
+pair accuracy and margin over GRPO steps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def stage_table(stages: dict[str, dict]) -> str:
+    """Markdown table: stage → held-out pair accuracy, format-valid rate, mean margin."""
+    lines = ["| stage | held-out pair accuracy | format-valid | mean margin s̄c − s̄r |", "|---|---|---|---|"]
+    for name, m in stages.items():
+        lines.append(f"| {name} | {m['accuracy']:.3f} | {m['format_valid']:.3f} | {m['margin']:.2f} |")
+    return "\n".join(lines)
+
+
+def plot_curve(curve: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    steps = [c["step"] for c in curve]
+    ax.plot(steps, [c["pair_accuracy"] for c in curve], label="pair accuracy (PAR satisfied)", color="tab:blue")
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("pair accuracy", color="tab:blue")
+    ax.set_ylim(0, 1)
+    twin = ax.twinx()
+    twin.plot(steps, [c["margin"] if c["margin"] is not None else float("nan") for c in curve],
+              label="mean margin", color="tab:orange")
+    twin.set_ylabel("mean score margin s̄c − s̄r", color="tab:orange")
+    ax.set_title("GRPO with PAR: rollouts over training")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
+    """Print the table; write report.md, report.json and grpo_curve.png; return their paths."""
+    table = stage_table(report["stages"])
+    print("\n" + table + "\n", flush=True)
+    paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "grpo_curve.png"}
+    plot_curve(report["grpo_curve"], paths["plot"])
+    paths["report_json"].write_text(json.dumps(report, indent=2))
+    paths["report_md"].write_text(
+        "# PaTaRM quickstart report\n\nHeld-out pairs judged pointwise (greedy); the chosen response wins when its "
+        "score is strictly higher.\n\n" + table + f"\n\n![GRPO curve]({paths['plot'].name})\n\nTotal time: "
+        f"{report.get('seconds', 0)} s\n")
+    return {k: str(v) for k, v in paths.items()}

@@ -1,0 +1,114 @@
+"""GRPO with the Preference-Aware Reward (PaTaRM §3.1, §3.3): TRL's GRPOTrainer plus the
+pair-preserving sampler, the PAR and format reward components, and project-side prompt truncation.
+
+    accelerate launch -m patarm grpo --config configs/grpo/tiny.yaml
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
+
+from patarm.data import load_pairs
+from patarm.data.rl import pairs_to_judge_rows
+from patarm.judge import load_template
+from patarm.rewards import PairRewards
+from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
+from patarm.train.common import (
+    AtomicCheckpointMixin, JsonlMetricsCallback, write_run_config, TinyModelArguments, load_model_and_tokenizer, resolve_resume,
+    setup_logging,
+)
+from patarm.train.truncate import truncate_judge_rows
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class JudgeDataArguments(TinyModelArguments):
+    """Where the pairs come from and how they become judge prompts and rewards."""
+
+    train_file: str = field(default="patarm/assets/if_pairs_demo.jsonl",
+                            metadata={"help": "Preference pairs (jsonl/json/parquet or a hub id), any supported layout."})
+    on_error: str = field(default="raise", metadata={"help": "Malformed rows: 'raise' or 'skip' (counted)."})
+    max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
+    judge_template: str = field(default="pointwise", metadata={"help": "Judge prompt template name or YAML path."})
+    rubric_mode: str = field(default="adaptive", metadata={"help": "primary | generated | adaptive (paper Table 4)."})
+    score_range: list[float] | None = field(default=None, metadata={"help": "Score range, default the template's (1 10)."})
+    margin: str = field(default="graded", metadata={
+        "help": "PAR margin f(δ): 'graded' (1.2 / 1.4 at δ>2), 'constant' (1.3) or a dotted path to a function."})
+    max_prompt_length: int | None = field(default=None, metadata={
+        "help": "Truncate judge prompts longer than this many tokens (conversation first, then the response)."})
+
+
+@dataclass
+class PaTaRMGRPOConfig(GRPOConfig):
+    """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through."""
+
+
+class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
+    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process."""
+
+    def __init__(self, *args, **kwargs):
+        cfg = kwargs["args"]
+        check_pair_batching(cfg.per_device_train_batch_size, cfg.steps_per_generation, cfg.num_generations)
+        super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, dataset=None):
+        dataset = self.train_dataset if dataset is None else dataset
+        return PairRepeatSampler(
+            pairs_from_columns(dataset["pair_id"], dataset["side"]),
+            mini_repeat_count=self.num_generations,
+            batch_size=self.args.generation_batch_size // self.num_generations,
+            repeat_count=self.num_iterations * self.args.steps_per_generation,
+            shuffle=self.shuffle_dataset,
+            seed=self.args.seed,
+        )
+
+
+def build_dataset(data: JudgeDataArguments, tokenizer=None) -> tuple[Dataset, dict]:
+    """Pairs → two judge-prompt rows each; returns the dataset and a manifest-like summary."""
+    loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
+    if not loaded.pairs:
+        raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")
+    template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
+    rows = pairs_to_judge_rows(loaded.pairs, template)
+    truncated = 0
+    if data.max_prompt_length and tokenizer is not None:
+        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
+    info = {**loaded.manifest.to_dict(), "judge_rows": len(rows), "truncated_prompts": truncated}
+    return Dataset.from_list(rows), info
+
+
+def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
+    """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
+    setup_logging(args.report_to)
+    template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
+    texts = []
+    if model_args.model_name_or_path == "tiny":  # the tiny tokenizer is trained on the prompts it will see
+        rows = pairs_to_judge_rows(load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs, template)
+        texts = [m["content"] for r in rows for m in r["prompt"]]
+    model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
+                                                dtype=model_args.dtype)
+    dataset, info = build_dataset(data, tokenizer)
+    logger.info("GRPO data: %s", info)
+    rewards = PairRewards(template, data.margin)
+    trainer = PaTaRMGRPOTrainer(
+        model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=dataset,
+        processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
+    )
+    if info["truncated_prompts"]:
+        trainer.log({"data/truncated_prompts": float(info["truncated_prompts"])})
+    trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
+    trainer.save_model(args.output_dir)
+    write_run_config(args.output_dir, "grpo", data, args, model_args, trainer)
+    return trainer
+
+
+def main(argv: list[str]) -> None:
+    from patarm.config import parse_config
+
+    data, args, model_args = parse_config((JudgeDataArguments, PaTaRMGRPOConfig, ModelConfig), argv)
+    train(data, args, model_args)

@@ -1,0 +1,57 @@
+#!/bin/bash
+# sbatch --nodes=2 scripts/slurm_grpo.sh --config configs/grpo/qwen3-8b.yaml [--config configs/ablations/X.yaml] [--flag value ...]
+#
+# Multi-node GRPO-PAR (or any stage: STAGE=sft) on Slurm: one task per node, each running `accelerate launch`,
+# which starts one training process per GPU. Node ranks come from $SLURM_NODEID, the rendezvous host is the
+# first node of the allocation. Paper sizes: 8B RL --nodes=2 (16 GPUs), 14B RL --nodes=4 (32 GPUs).
+# Arguments after the script name go to `patarm <stage>` unchanged (default: the 8B GRPO recipe).
+# Submit from the repository root (Slurm starts the job there) after `mkdir -p logs` (Slurm opens the log file
+# before the script runs).
+#
+# Environment knobs: STAGE (grpo), GPUS_PER_NODE (8), ACCELERATE_CONFIG (configs/accelerate/multi_node.yaml),
+# MAIN_PROCESS_PORT (29500), VENV (.venv; set VENV= to use the current python). Cluster-specific lines
+# (partition, account, modules, NCCL interface) are yours to add below.
+#SBATCH --job-name=patarm-grpo
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gpus-per-node=8
+#SBATCH --cpus-per-task=64
+#SBATCH --exclusive
+#SBATCH --time=48:00:00
+#SBATCH --output=logs/%x-%j.out
+set -euo pipefail
+
+STAGE=${STAGE:-grpo}
+GPUS_PER_NODE=${GPUS_PER_NODE:-8}
+ACCELERATE_CONFIG=${ACCELERATE_CONFIG:-configs/accelerate/multi_node.yaml}
+MAIN_PROCESS_PORT=${MAIN_PROCESS_PORT:-29500}
+VENV=${VENV-.venv}
+if [ "$#" -eq 0 ]; then
+    set -- --config configs/grpo/qwen3-8b.yaml
+fi
+if [ -n "$VENV" ]; then
+    # shellcheck disable=SC1091
+    source "$VENV/bin/activate"
+fi
+mkdir -p logs
+
+NNODES=${SLURM_NNODES:?run this through sbatch (or salloc + bash), SLURM_NNODES is not set}
+MAIN_PROCESS_IP=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export NNODES GPUS_PER_NODE ACCELERATE_CONFIG MAIN_PROCESS_IP MAIN_PROCESS_PORT STAGE
+# Offline wandb unless a key is configured; NCCL tolerates the long generation phases.
+export WANDB_MODE=${WANDB_MODE:-$([ -n "${WANDB_API_KEY:-}" ] && echo online || echo offline)}
+export TORCH_NCCL_ASYNC_ERROR_HANDLING=1
+
+echo "patarm $STAGE on $NNODES node(s) × $GPUS_PER_NODE GPU(s), head $MAIN_PROCESS_IP:$MAIN_PROCESS_PORT: $*"
+
+# Single quotes: $SLURM_NODEID must be read inside each task (one per node), not here on the batch host.
+srun --nodes="$NNODES" --ntasks="$NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 bash -c '
+    exec accelerate launch \
+        --config_file "$ACCELERATE_CONFIG" \
+        --num_machines "$NNODES" \
+        --num_processes "$((NNODES * GPUS_PER_NODE))" \
+        --machine_rank "$SLURM_NODEID" \
+        --main_process_ip "$MAIN_PROCESS_IP" \
+        --main_process_port "$MAIN_PROCESS_PORT" \
+        -m patarm "$STAGE" "$@"
+' patarm-launch "$@"

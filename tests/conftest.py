@@ -1,0 +1,20 @@
+"""Shared fixtures: the project root and the real benchmark data folder (skip when absent)."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "benchmarks"
+
+# DeepSpeed's CPU communication op is JIT-built once; keep it in a cache the tests control.
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
+os.environ.setdefault("WANDB_MODE", "offline")
+
+
+@pytest.fixture
+def shared_benchmarks() -> Path:
+    if not SHARED.is_dir():
+        pytest.skip(f"real benchmark data not found at {SHARED} (only present in the development checkout)")
+    return SHARED
