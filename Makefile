@@ -14,6 +14,11 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PY) -m pip install -q -U pip
 	$(if $(CONSTRAINTS),$(PY) -m pip install -q $(PIP_C) torch,)
 	$(PY) -m pip install -q $(PIP_C) -e '.[test]'
+	@# the Python sandbox isolates best with bubblewrap; without it it falls back (and says so per verdict)
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \
+	    apt-get install -y -q bubblewrap >/dev/null 2>&1; }; }; } || \
+	  echo "note: bubblewrap (bwrap) is not installed; sandboxed code runs with weaker isolation"
 	touch $@
 
 install: $(VENV)/.installed

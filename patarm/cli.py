@@ -10,8 +10,13 @@ import sys
 COMMANDS = {
     "sft": ("patarm.train.sft", "supervised fine-tuning of a judge on judgment corpora (TRL SFTTrainer)"),
     "grpo": ("patarm.train.grpo", "GRPO with the Preference-Aware Reward and the pair-preserving sampler"),
+    "bt": ("patarm.train.bt", "the Bradley-Terry scalar reward-model baseline (TRL RewardTrainer)"),
     "judge": ("patarm.judge.cli", "judge pairs or single responses with a saved judge; one Judgment per line"),
-    "prep": ("patarm.prep_cli", "data preparation: normalise pairs into a validated pairs.jsonl + manifest"),
+    "prep": ("patarm.prep_cli", "data preparation: normalize, mix, dedup, noise, classify, SFT corpora, RL set (each with a manifest)"),
+    "eval": ("patarm.eval.cli", "evaluate on RewardBench 1/2, RM-Bench, JudgeBench; rescore saved samples; compare runs"),
+    "bon": ("patarm.skills.bon_cli", "best-of-N selection with a reward-evaluation skill"),
+    "skill": ("patarm.skills.cli", "reward-evaluation skill packages: validate, list, show"),
+    "verify": ("patarm.verify.cli", "verifiers: sandboxed Python, HumanEval pass@k, math answers, IFEval"),
     "export": ("patarm.export", "export a checkpoint to the Hugging Face format with a model card (LoRA merged)"),
     "quickstart": ("patarm.quickstart", "the main job on the bundled task, end to end on a CPU"),
 }

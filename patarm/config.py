@@ -42,12 +42,12 @@ def _missing() -> str:
     raise ValueError("--config needs a file path")
 
 
-def parse_config(dataclass_types: Sequence[type], argv: Sequence[str]) -> tuple[Any, ...]:
+def parse_config(dataclass_types: Sequence[type], argv: Sequence[str], prog: str | None = None) -> tuple[Any, ...]:
     """Instances of `dataclass_types` from the YAML files and flags in `argv`."""
     from trl import TrlParser
 
     paths, rest = split_config_args(argv)
-    parser = TrlParser(list(dataclass_types))
+    parser = TrlParser(list(dataclass_types), prog=prog)
     for path in paths:
         values = read_config(path)
         for key, value in (values.pop("env", None) or {}).items():

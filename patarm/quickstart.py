@@ -22,7 +22,8 @@ from patarm.judge import load_template
 from patarm.judge.backends import GenerationOptions, HFBackend
 from patarm.judge.run import judge_pairs_pointwise, summarize
 from patarm.prep.corpus import pointwise_corpus, rl_set
-from patarm.synthetic import constraint_of, make_pairs, teacher_judgment
+from patarm.synthetic import make_pairs
+from patarm.teachers import RuleTeacher
 
 TEMPLATE = "pointwise-compact"
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs" / "quickstart"
@@ -44,19 +45,6 @@ class Sizes:
     def small(cls) -> "Sizes":
         # an untrained-size judge solves nothing, so the small run keeps every RL pair
         return cls(sft_pairs=64, rl_pool=16, heldout=16, grpo_steps=2, hidden=32, layers=1, rl_keep=(0.0, 1.0))
-
-
-class RuleTeacher:
-    """Judges the synthetic task with its verifier: a stand-in for the paper's 72B teacher."""
-
-    def __init__(self, seed: int = 0):
-        import random
-
-        self.rng = random.Random(seed)
-
-    def generate(self, prompts, num_samples=1, seed=None, metadata=None):
-        return [[teacher_judgment(constraint_of(m["pair"]), getattr(m["pair"], m["side"]), rng=self.rng)
-                 for _ in range(num_samples)] for m in metadata]
 
 
 def _log(msg: str, t0: float) -> None:
@@ -96,7 +84,7 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     write_pairs(heldout, out / "heldout_pairs.jsonl")
     _log(f"task: {len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs", t0)
 
-    rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed), TEMPLATE, min_margin=2.0)
+    rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed=seed), TEMPLATE, min_margin=2.0)
     _write_jsonl(out / "sft_pointwise.jsonl", rows)
     manifest.write(str(out / "sft_pointwise.manifest.json"))
     _log(f"pointwise SFT corpus: {len(rows)} rows ({manifest.to_dict()['dropped'] or 'nothing dropped'})", t0)

@@ -137,6 +137,7 @@ class PairRewards:
         self.template = load_template(template or "pointwise")
         self.margin_fn = get_margin_fn(margin)
         self._last: tuple[Any, list[Judgment]] | None = None
+        self.recent_scores: list[float] = []  # valid scores since the last log, for score histograms
         # PATARM_PAIR_AUDIT=DIR: every process appends the pairs of each reward call to DIR/rank-<r>.jsonl
         self.audit_dir = audit_dir or os.environ.get("PATARM_PAIR_AUDIT")
 
@@ -167,6 +168,7 @@ class PairRewards:
             satisfied += sum(v > 0 for v in c_rew + r_rew)
             if any(s is not None for s in c_scores) and any(s is not None for s in r_scores):
                 margins.append(_mean([s for s in c_scores if s is not None]) - _mean([s for s in r_scores if s is not None]))
+        self.recent_scores.extend(j.score for j in judgments if j.score is not None)
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             log_metric("par/pair_accuracy", satisfied / max(len(completions), 1))

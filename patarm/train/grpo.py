@@ -10,6 +10,7 @@ import logging
 from dataclasses import dataclass, field
 
 from datasets import Dataset
+from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
 from patarm.data import load_pairs
@@ -68,6 +69,27 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         )
 
 
+class ScoreHistogramCallback(TrainerCallback):
+    """Logs a histogram of the judge's parsed scores (this process's rollouts) at every log step,
+    to tensorboard and wandb when they are active."""
+
+    def __init__(self, rewards: PairRewards, trainer: GRPOTrainer):
+        self.rewards, self.trainer = rewards, trainer
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        scores, self.rewards.recent_scores = self.rewards.recent_scores, []
+        if not scores or not state.is_world_process_zero:
+            return
+        for cb in self.trainer.callback_handler.callbacks:
+            writer = getattr(cb, "tb_writer", None)
+            if writer is not None:
+                import numpy as np
+
+                writer.add_histogram("par/score_hist", np.asarray(scores), state.global_step)
+            if type(cb).__name__ == "WandbCallback" and getattr(cb, "_wandb", None) is not None and cb._wandb.run:
+                cb._wandb.log({"par/score_hist": cb._wandb.Histogram(scores)}, commit=False)
+
+
 def build_dataset(data: JudgeDataArguments, tokenizer=None) -> tuple[Dataset, dict]:
     """Pairs → two judge-prompt rows each; returns the dataset and a manifest-like summary."""
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
@@ -99,6 +121,7 @@ def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelCon
         model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=dataset,
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
+    trainer.add_callback(ScoreHistogramCallback(rewards, trainer))
     if info["truncated_prompts"]:
         trainer.log({"data/truncated_prompts": float(info["truncated_prompts"])})
     trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
@@ -110,5 +133,5 @@ def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelCon
 def main(argv: list[str]) -> None:
     from patarm.config import parse_config
 
-    data, args, model_args = parse_config((JudgeDataArguments, PaTaRMGRPOConfig, ModelConfig), argv)
+    data, args, model_args = parse_config((JudgeDataArguments, PaTaRMGRPOConfig, ModelConfig), argv, prog="patarm grpo")
     train(data, args, model_args)

@@ -91,5 +91,5 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
 def main(argv: list[str]) -> None:
     from patarm.config import parse_config
 
-    data, args, model_args = parse_config((SFTDataArguments, SFTConfig, ModelConfig), argv)
+    data, args, model_args = parse_config((SFTDataArguments, SFTConfig, ModelConfig), argv, prog="patarm sft")
     train(data, args, model_args)

@@ -24,6 +24,8 @@ def _prompt_length(messages: list[dict[str, str]], tokenizer: Any) -> int:
 
 
 def _cut(text: str, tokenizer: Any, drop: int, keep_tail_only: bool) -> str:
+    if keep_tail_only and text.startswith(MARKER.strip() + " "):  # cut before: drop the old marker
+        text = text[len(MARKER.strip()) + 1:]
     ids = tokenizer.encode(text, add_special_tokens=False)
     keep = max(MIN_KEEP, len(ids) - drop)
     if keep >= len(ids):
@@ -41,15 +43,16 @@ def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length
         return messages, False
     user = dict(messages[-1])
     for block, tail_only in (("conversation", True), ("response", False)):
-        over = length - max_length
-        if over <= 0:
-            break
-        match = _BLOCK[block].search(user["content"])
-        if not match:
-            continue
-        body = _cut(match.group(2), tokenizer, over + 8, tail_only)  # 8: room for the marker's own tokens
-        user["content"] = user["content"][:match.start(2)] + body + user["content"][match.end(2):]
-        length = _prompt_length([*messages[:-1], user], tokenizer)
+        for attempt in range(4):  # re-tokenising the cut text can shift counts by a few tokens: retry
+            over = length - max_length
+            match = _BLOCK[block].search(user["content"])
+            if over <= 0 or not match:
+                break
+            body = _cut(match.group(2), tokenizer, over + 8 * (attempt + 1), tail_only)
+            if body == match.group(2):
+                break  # this block is already at its minimum
+            user["content"] = user["content"][:match.start(2)] + body + user["content"][match.end(2):]
+            length = _prompt_length([*messages[:-1], user], tokenizer)
     return [*messages[:-1], user], True
 
 

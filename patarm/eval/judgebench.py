@@ -1,0 +1,125 @@
+"""JudgeBench (ScalerLab/JudgeBench): pair accuracy with both presentation orders, as ``compute_final_metrics``.
+
+Record: ``{"pair_id", "source", "label": "A>B"|"B>A", "decisions": [d_AB, d_BA]}`` where d_BA is the
+decision exactly as the judge gave it for the swapped order (B shown first); each slot is a decision
+("A>B", "B>A", "A=B", null) or a list of n decisions (voting@n); one slot means a single game.
+Each decision (d_BA flipped back) counts +1 if it equals the label, -1 if it is the opposite, 0 for a
+tie or a missing decision; a pair is correct when the sum is > 0. Metrics in percent:
+``{"overall", "knowledge", "reasoning", "math", "coding"}`` over the categories present, by source
+prefix; with several response-model files, also ``by_response_model``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from patarm.eval.records import RecordError, data_files, load_hub, mean, need, pct, read_rows, user_prompt
+from patarm.eval.voting import DECISIONS, as_list, compact, from_scores, vote
+
+NAME = "judgebench"
+HUB_ID = "ScalerLab/JudgeBench"
+# Source prefix → category; mmlu-pro comes first, so mmlu-pro-math is knowledge, as in the paper.
+CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
+              ("livecodebench", "coding"))
+JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}
+_MODEL_IN_NAME = re.compile(r"response_model=([^,]+?)(?:,|\.jsonl$)")
+
+
+def category(source: str) -> str | None:
+    """The JudgeBench category of a `source` such as 'mmlu-pro-law' or 'livebench-math'."""
+    for prefix, name in CATEGORIES:
+        if source.startswith(prefix):
+            return name
+    return None
+
+
+def validate(record: dict) -> None:
+    """Raise RecordError unless `record` is a JudgeBench record."""
+    need(record, "pair_id", (str, int))
+    need(record, "source", str)
+    label = need(record, "label", str)
+    if label not in ("A>B", "B>A"):
+        raise RecordError("label", f"{label!r} is not 'A>B' or 'B>A'")
+    slots = need(record, "decisions", list)
+    if not 1 <= len(slots) <= 2:
+        raise RecordError("decisions", f"expected [d_AB] or [d_AB, d_BA], got {len(slots)} entries")
+    for slot in slots:
+        for d in as_list(slot):
+            if d is not None and d not in DECISIONS:
+                raise RecordError("decisions", f"{d!r} is not one of {DECISIONS} or null")
+
+
+def item_result(record: dict, tie_policy: str | None = None) -> bool:
+    """Whether the pair is judged correctly: the label-signed vote over all decisions is > 0."""
+    slots = record["decisions"]
+    v = vote(as_list(slots[0]), as_list(slots[1]) if len(slots) > 1 else ())
+    return (v if record["label"] == "A>B" else -v) > 0
+
+
+def _accuracies(records: Sequence[dict]) -> dict[str, float]:
+    out = {"overall": pct(mean([float(item_result(r)) for r in records]))}
+    for _, name in CATEGORIES:
+        rows = [r for r in records if category(r["source"]) == name]
+        if rows:
+            out[name] = pct(mean([float(item_result(r)) for r in rows]))
+    return out
+
+
+def score(records: Sequence[dict], tie_policy: str | None = None) -> dict[str, Any]:
+    """Overall and per-category accuracy in percent (and per response model when there are several)."""
+    if not records:
+        return {}
+    metrics: dict[str, Any] = _accuracies(records)
+    models = sorted({r["response_model"] for r in records if r.get("response_model")})
+    if len(models) > 1:
+        metrics["by_response_model"] = {m: _accuracies([r for r in records if r.get("response_model") == m])
+                                        for m in models}
+    return metrics
+
+
+def headline(metrics: dict[str, Any]) -> float | None:
+    return metrics.get("overall")
+
+
+# ---- items ----
+
+def to_item(row: dict, path: Path | None = None) -> dict:
+    """A JudgeBench row as an item: candidates [response_A, response_B], the label and the source."""
+    for field in ("pair_id", "question", "response_A", "response_B", "label", "source"):
+        if field not in row:
+            raise ValueError(f"{path or HUB_ID}: row {row.get('pair_id')!r} has no '{field}' field")
+    model = row.get("response_model")
+    if not model and path is not None and (m := _MODEL_IN_NAME.search(path.name)):
+        model = m.group(1)
+    return {"id": row["pair_id"], "pair_id": row["pair_id"], "source": row["source"], "label": row["label"],
+            "group": category(row["source"]) or row["source"],
+            "response_model": model, "prompt": user_prompt(row["question"]),
+            "candidates": [row["response_A"], row["response_B"]],
+            "judge_domain": JUDGE_DOMAINS.get(category(row["source"]) or "", "chat")}
+
+
+def load(path: str | Path | None = None) -> list[dict]:
+    """JudgeBench items from local .jsonl files (one per response model) or the hub (all splits)."""
+    if path is None:
+        return [to_item(row) for row in load_hub(HUB_ID)]
+    return [to_item(row, f) for f in data_files(path, ("*.jsonl",)) for row in read_rows(f)]
+
+
+def comparisons(item: dict) -> list[tuple[int, int]]:
+    return [(0, 1)]
+
+
+def make_record(item: dict, scores: Sequence[float | None] | None = None,
+                decisions: dict[tuple[int, int], tuple[list, list]] | None = None) -> dict:
+    """A JudgeBench record; pointwise scores become one order-free decision (a single game)."""
+    record = {"pair_id": item["pair_id"], "source": item["source"], "label": item["label"],
+              "response_model": item.get("response_model")}
+    if decisions is None:
+        record["decisions"] = [from_scores(scores[0], scores[1])]
+        record["score_A"], record["score_B"] = scores[0], scores[1]
+    else:
+        in_order, swapped = decisions[(0, 1)]
+        record["decisions"] = [compact(in_order), compact(swapped)] if swapped else [compact(in_order)]
+    return record

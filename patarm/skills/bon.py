@@ -1,0 +1,142 @@
+"""Best-of-N selection with a skill, scored against every single candidate source and Oracle@N.
+
+A pool is a jsonl file, one item per line, in either layout:
+
+- generic: ``{"prompt", "candidates": [{"source", "response", "is_correct"}], "reference"?}``
+- GSM8K example_model_solutions: ``{"question", "ground_truth", <source>: {"solution", "is_correct"}, ...}``
+
+For each item a SkillSession runs the skill's verifiers in scope (those whose sample-specific
+resources are missing report an error and add no evidence), optionally adds a judge model's score
+as evidence, and the skill's aggregation rules pick the index (ties → the lowest index).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from patarm.judge.judgment import EvidenceItem
+from patarm.skills.package import Skill
+from patarm.skills.session import SkillSession, mount
+
+
+@dataclass
+class PoolItem:
+    """One best-of-N item: candidates with their sources and correctness flags."""
+
+    prompt: str
+    candidates: list[str]
+    sources: list[str]
+    correct: list[bool]
+    reference: str | None = None
+
+
+def _from_row(row: dict[str, Any]) -> PoolItem:
+    if "candidates" in row:
+        cands = row["candidates"]
+        return PoolItem(row.get("prompt", row.get("question", "")),
+                        [c.get("response", c.get("solution", "")) for c in cands],
+                        [str(c.get("source", i)) for i, c in enumerate(cands)],
+                        [bool(c.get("is_correct")) for c in cands], row.get("reference"))
+    sources = [k for k, v in row.items() if isinstance(v, dict) and "solution" in v]
+    if not sources:
+        raise ValueError("a pool row needs 'candidates' or per-source {solution, is_correct} fields")
+    return PoolItem(row.get("question", row.get("prompt", "")), [row[s]["solution"] for s in sources], sources,
+                    [bool(row[s].get("is_correct")) for s in sources], row.get("ground_truth", row.get("reference")))
+
+
+def load_pool(path: str | Path, limit: int | None = None) -> list[PoolItem]:
+    """Pool items from a jsonl file (at most `limit`)."""
+    items = []
+    with open(path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                items.append(_from_row(json.loads(line)))
+                if limit is not None and len(items) >= limit:
+                    break
+    return items
+
+
+JudgeFn = Callable[[SkillSession], None]  # adds judge-model evidence to a session
+
+
+def cross_fitted_priors(items: Sequence[PoolItem], folds: int = 2) -> list[dict[str, float]]:
+    """Per item, each source's accuracy on the items of the *other* folds (item i is in fold i % folds):
+    a calibration table that never uses the judged item's own labels."""
+    tables = []
+    for f in range(folds):
+        held = [it for i, it in enumerate(items) if i % folds != f]
+        tables.append({s: sum(it.correct[k] for it in held) / max(1, len(held)) for k, s in enumerate(items[0].sources)})
+    return [tables[i % folds] for i in range(len(items))]
+
+
+def select(skill: Skill, item: PoolItem, domain: str, with_reference: bool = False,
+           verifiers: Sequence[str] | None = None, judge: JudgeFn | None = None,
+           rules_id: str | None = None, prior: dict[str, float] | None = None) -> tuple[int | None, SkillSession]:
+    """The selected candidate index for one item and the session (trace, evidence) behind it.
+
+    `prior` mounts a calibration table {source: held-out accuracy} for the source-prior verifier.
+    """
+    mounted = []
+    if with_reference and item.reference is not None:
+        mounted.append(mount("reference-answer", "reference", item.reference, "the reference solution"))
+    if prior is not None:
+        mounted.append(mount("calibration-source-prior", "calibration", prior, "held-out source accuracies"))
+    sample = {"prompt": item.prompt, "candidates": item.candidates, "sources": item.sources, "domain": domain}
+    session = SkillSession(skill, sample, mounted)
+    for summary in session.list_resources():
+        if summary["type"] == "verifier" and (verifiers is None or summary["id"] in verifiers):
+            session.run_resource(summary["id"])
+    if judge is not None:
+        judge(session)
+    index, _ = session.best_of_n(session.rules(rules_id))
+    return index, session
+
+
+def evaluate_pool(skill: Skill, items: Sequence[PoolItem], domain: str = "math", with_reference: bool = False,
+                  verifiers: Sequence[str] | None = None, judge: JudgeFn | None = None,
+                  source_prior: bool = False) -> dict[str, Any]:
+    """Selection accuracy (percent) vs every single source and Oracle@N."""
+    if not items:
+        raise ValueError("empty pool")
+    sources = items[0].sources
+    priors = cross_fitted_priors(items) if source_prior else [None] * len(items)
+    picked = 0
+    for item, prior in zip(items, priors):
+        index, _ = select(skill, item, domain, with_reference, verifiers, judge, prior=prior)
+        picked += index is not None and item.correct[index]
+    n = len(items)
+    pct = lambda x: round(100.0 * x / n, 2)  # noqa: E731
+    single = {s: pct(sum(it.correct[k] for it in items)) for k, s in enumerate(sources)}
+    return {"items": n, "n_candidates": len(sources), "skill_selection": pct(picked),
+            "single_source": single, "best_single": max(single.values()),
+            "oracle": pct(sum(any(it.correct) for it in items)), "with_reference": with_reference,
+            "verifiers": list(verifiers) if verifiers is not None else "all in scope",
+            "source_prior": source_prior, "judge_model": judge is not None}
+
+
+def model_judge(backend: Any, skill: Skill, domain: str) -> JudgeFn:
+    """A JudgeFn that asks a judge model (any backend with `generate(messages_list)`) for a pointwise
+    score of every candidate through the skill's static routing; the score becomes `judge-score`."""
+    from patarm.judge.parse import parse_judgment
+    from patarm.skills.router import parse_evidence, static_prompt
+
+    from patarm.judge.templates import load_template
+
+    template = load_template("pointwise-compact", rubric_mode="primary")  # <eval> + <score>
+
+    def judge(session: SkillSession) -> None:
+        cands = session.sample["candidates"]
+        prompts = [static_prompt(skill, session.sample["prompt"], c, domain, list(session.mounted.values()),
+                                 run_verifiers=False) for c in cands]
+        outputs = backend.generate(prompts)
+        for i, texts in enumerate(outputs):
+            parsed = parse_judgment(texts[0], template)
+            if parsed.score is not None:
+                session.add_evidence(i, EvidenceItem("judge-score", "judge model score", parsed.score))
+            for item in parse_evidence(parsed.evaluation):
+                session.add_evidence(i, EvidenceItem(f"judge-{item.criterion}", item.observation, item.assessment))
+
+    return judge

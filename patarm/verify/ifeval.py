@@ -1,0 +1,114 @@
+"""IFEval instruction-following scores through the maintained `if-verifiable` package's checkers.
+
+Scoring is the official one (google-research instruction_following_eval): a response is matched
+to its input row by prompt; prompt-level accuracy = share of prompts whose every instruction is
+followed, instruction-level = followed / all instructions, each strict and loose (loose also
+accepts the response with its first and/or last line removed and/or ``*`` stripped). Figures are
+percentages.
+
+Offline, the checkers need NLTK's punkt tables: pass `nltk_data` (or set NLTK_DATA) to a folder
+holding ``tokenizers/punkt_tab/english``.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from patarm.verify.humaneval import read_jsonl
+
+SEED = 0  # the official code draws a random letter for two malformed rows: fix it
+
+
+@dataclass
+class PromptResult:
+    """Per-instruction strict/loose outcomes of one prompt."""
+
+    key: int | str
+    prompt: str
+    instruction_ids: list[str]
+    strict: list[bool]
+    loose: list[bool]
+
+
+def _use_nltk_data(nltk_data: str | os.PathLike | None) -> None:
+    """Point NLTK at an offline data folder before the checkers import it."""
+    if nltk_data is None:
+        return
+    folder = str(Path(nltk_data).resolve())
+    os.environ["NLTK_DATA"] = folder
+    try:
+        import nltk
+
+        if folder not in nltk.data.path:
+            nltk.data.path.insert(0, folder)
+    except ImportError:  # the checkers will say so
+        pass
+
+
+def _registry() -> dict:
+    from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
+
+    return INSTRUCTION_DICT
+
+
+def check_response(row: dict, response: str) -> PromptResult:
+    """Check one response against one IFEval input row ({key, prompt, instruction_id_list, kwargs})."""
+    from if_verifiable import IFEvalSample, evaluate_output_for_sample
+    from langdetect import DetectorFactory
+
+    ids = list(row["instruction_id_list"])
+    unknown = [i for i in ids if i not in _registry()]
+    if unknown:  # the package skips these silently; the official code fails: so do we
+        raise ValueError(f"prompt {row.get('key')}: unknown instruction ids {unknown}")
+    random.seed(SEED)
+    DetectorFactory.seed = SEED
+    sample = IFEvalSample(key=row["key"], prompt=row["prompt"], instruction_id_list=ids, kwargs=row["kwargs"])
+    results, _ = evaluate_output_for_sample("ifeval", sample, response)
+    if not results:  # an empty response: the package returns nothing; every instruction fails
+        return PromptResult(row["key"], row["prompt"], ids, [False] * len(ids), [False] * len(ids))
+    return PromptResult(row["key"], row["prompt"], ids, [r.strict_pass for r in results],
+                        [r.loose_pass for r in results])
+
+
+def summarize(results: list[PromptResult]) -> dict[str, float]:
+    """The four official figures, in percent."""
+    if not results:
+        raise ValueError("no prompts to score")
+    n_inst = sum(len(r.strict) for r in results)
+
+    def pct(x: float, n: int) -> float:
+        return round(100.0 * x / n, 4)
+
+    return {
+        "prompt_strict": pct(sum(all(r.strict) for r in results), len(results)),
+        "inst_strict": pct(sum(sum(r.strict) for r in results), n_inst),
+        "prompt_loose": pct(sum(all(r.loose) for r in results), len(results)),
+        "inst_loose": pct(sum(sum(r.loose) for r in results), n_inst),
+    }
+
+
+def evaluate(input_path: str | Path, responses_path: str | Path, nltk_data: str | os.PathLike | None = None,
+             ) -> tuple[dict[str, float], list[PromptResult]]:
+    """Score a responses file (``{"prompt", "response"}`` lines) against IFEval's input_data.jsonl.
+
+    Every input prompt needs a response, as in the official evaluation; responses for prompts that
+    are not in the input are an error too (a mismatched file).
+    """
+    _use_nltk_data(nltk_data)
+    rows = read_jsonl(input_path)
+    responses: dict[str, str] = {}
+    for i, line in enumerate(read_jsonl(responses_path)):
+        if "prompt" not in line or "response" not in line:
+            raise ValueError(f"{responses_path}: line {i + 1} lacks 'prompt' or 'response'")
+        responses[line["prompt"]] = line["response"] or ""
+    prompts = {row["prompt"] for row in rows}
+    missing = [row["key"] for row in rows if row["prompt"] not in responses]
+    extra = len(set(responses) - prompts)
+    if missing or extra:
+        raise ValueError(f"responses do not match the input: {len(missing)} prompts without a response "
+                         f"(keys {missing[:5]}), {extra} responses to unknown prompts")
+    results = [check_response(row, responses[row["prompt"]]) for row in rows]
+    return summarize(results), results

@@ -1,0 +1,106 @@
+"""Teacher backends behind one interface: rule, local transformers (tiny model), vLLM glue, the factory."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from patarm.judge import parse_judgment, render_pairwise, render_pointwise
+from patarm.synthetic import make_pairs
+from patarm.teachers import HFTeacher, RuleTeacher, TeacherCache, TeacherError, VLLMTeacher, make_teacher
+
+PAIRS = make_pairs(12, seed=3)
+
+
+def side_prompts(pairs):
+    prompts = [render_pointwise(p.prompt, getattr(p, s)) for p in pairs for s in ("chosen", "rejected")]
+    return prompts, [{"pair": p, "side": s} for p in pairs for s in ("chosen", "rejected")]
+
+
+def test_rule_teacher_pointwise_pairwise_and_errors():
+    prompts, meta = side_prompts(PAIRS)
+    texts = RuleTeacher().generate(prompts, num_samples=2, metadata=meta)
+    scores = [[parse_judgment(t).score for t in ts] for ts in texts]
+    assert all(c[0] > r[0] for c, r in zip(scores[::2], scores[1::2]))
+    pair_prompts = [render_pairwise(p.prompt, p.rejected, p.chosen) for p in PAIRS]
+    decisions = RuleTeacher().generate(pair_prompts, metadata=[{"pair": p, "swapped": True} for p in PAIRS])
+    assert {parse_judgment(t[0], "pairwise").decision for t in decisions} == {"B"}
+    noisy = RuleTeacher(error_rate=0.5, seed=1)
+    once, again = noisy.generate(prompts, 4, metadata=meta), noisy.generate(prompts, 4, metadata=meta)
+    assert once == again and once != texts  # seeded: the same call always gets the same answer
+    with pytest.raises(TeacherError, match="metadata"):
+        RuleTeacher().generate(prompts)
+    plain = PAIRS[0].__class__(id="x", prompt=PAIRS[0].prompt, chosen="a", rejected="b")
+    with pytest.raises(TeacherError, match="synthetic"):
+        RuleTeacher().generate(prompts[:1], metadata=[{"pair": plain, "side": "chosen"}])
+
+
+class CountingBackend:
+    """An HFBackend stand-in that counts the prompts it is asked to complete."""
+
+    def __init__(self):
+        from patarm.judge.backends import GenerationOptions
+
+        self.options, self.calls = GenerationOptions(max_new_tokens=4), 0
+        self.model = types.SimpleNamespace(config=types.SimpleNamespace(_name_or_path="counting"))
+
+    def generate(self, prompts, num_samples=1, seed=None):
+        self.calls += len(prompts)
+        return [[f"{p[-1]['content'][:6]}#{s}" for s in range(num_samples)] for p in prompts]
+
+
+def test_hf_teacher_caches_per_chunk(tmp_path):
+    backend = CountingBackend()
+    prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(10)]
+    teacher = HFTeacher(backend, cache=tmp_path / "c.sqlite", chunk_size=3)
+    first = teacher.generate(prompts[:4], num_samples=2)
+    assert backend.calls == 4 and len(TeacherCache(tmp_path / "c.sqlite")) == 8
+    texts = teacher.generate(prompts, num_samples=2)  # only the 6 new prompts are generated
+    assert backend.calls == 10 and texts[:4] == first and texts[9] == ["prompt#0", "prompt#1"]
+
+
+def test_hf_teacher_with_a_tiny_local_model(tmp_path):
+    from patarm.judge.backends import GenerationOptions, HFBackend
+    from patarm.tiny import build_tiny_judge
+
+    model, tokenizer = build_tiny_judge(["judge the response <score>5</score>"] * 8, vocab_size=300)
+    teacher = HFTeacher(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=6)), model_id="tiny",
+                        cache=tmp_path / "c.sqlite")
+    prompts, meta = side_prompts(PAIRS[:2])
+    texts = teacher.generate(prompts, num_samples=1, metadata=meta)
+    assert len(texts) == 4 and all(len(t) == 1 and isinstance(t[0], str) for t in texts)
+    assert teacher.generate(prompts) == texts
+
+
+def test_vllm_teacher_needs_vllm_and_uses_llm_chat(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
+    with pytest.raises(ImportError, match="OpenAI-compatible"):
+        VLLMTeacher("some/model")
+    seen = {}
+
+    class FakeLLM:
+        def __init__(self, model, **kwargs):
+            seen["model"] = model
+
+        def chat(self, prompts, sampling, use_tqdm=False):
+            seen["n"] = sampling.n
+            out = types.SimpleNamespace
+            return [out(outputs=[out(text=f"{p[-1]['content']}-{i}") for i in range(sampling.n)]) for p in prompts]
+
+    fake = types.SimpleNamespace(LLM=FakeLLM, SamplingParams=lambda **kw: types.SimpleNamespace(**kw))
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    teacher = VLLMTeacher("some/model", cache=tmp_path / "v.sqlite", tensor_parallel_size=1)
+    texts = teacher.generate([[{"role": "user", "content": "q"}]], num_samples=3, seed=1)
+    assert texts == [["q-0", "q-1", "q-2"]] and seen == {"model": "some/model", "n": 3}
+
+
+def test_make_teacher(tmp_path):
+    assert isinstance(make_teacher({"kind": "rule", "error_rate": 0.1}), RuleTeacher)
+    teacher = make_teacher({"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}, tmp_path, "judge")
+    assert teacher.cache.path == tmp_path / "judge.sqlite" and teacher.url.endswith("/v1/chat/completions")
+    with pytest.raises(ValueError, match="kind"):
+        make_teacher({"kind": "gpt"})
+    with pytest.raises(ValueError, match="model"):
+        make_teacher({"kind": "openai"})

@@ -1,0 +1,69 @@
+"""Progressive disclosure, sample-specific mounting, static routing and the evidence format."""
+
+import pytest
+
+from patarm.rubrics import render_primary_rubrics
+from patarm.skills.package import find_skill
+from patarm.skills.router import parse_evidence, route, static_prompt, whole_bank_prompt
+from patarm.skills.session import SkillSession, mount
+
+SKILL = find_skill("reward-judge")
+GOOD = "She has 16 - 3 - 4 = <<16-3-4=9>>9 eggs.\nShe makes 9 * 2 = $<<9*2=18>>18.\nA: 18"
+BAD = "She has 16 - 3 = <<16-3=13>>13 eggs.\n13 * 2 = <<13*2=27>>27\nA: 27"
+
+
+def test_list_shows_descriptions_not_content():
+    session = SkillSession(SKILL, {"prompt": "q", "candidates": [GOOD], "domain": "math"})
+    listed = session.list_resources()
+    ids = {r["id"] for r in listed}
+    assert "math-rubric" in ids and "safety-rubric" not in ids and "chat-checklist" not in ids
+    assert all(set(r) == {"id", "type", "action", "scope", "description", "mounted"} for r in listed)
+    assert session.trace[-1]["action"] == "list_resources"
+    with pytest.raises(ValueError, match="run_resource"):
+        session.view_resource("answer-agreement")
+    with pytest.raises(KeyError):
+        session.view_resource("nope")
+
+
+def test_run_verifiers_collect_evidence_and_mounting_is_per_sample():
+    reference = mount("reference-answer", "reference", "... A: 18")
+    session = SkillSession(SKILL, {"prompt": "q", "candidates": [GOOD, BAD], "domain": "math"}, [reference])
+    assert any(r["id"] == "reference-answer" and r["mounted"] for r in session.list_resources())
+    session.run_resource("reference-match")
+    session.run_resource("calculator-annotations")
+    assert [e.assessment for e in session.evidence[0]] == ["pass", "pass"]
+    assert [e.assessment for e in session.evidence[1]] == ["fail", "fail"]
+    index, scores = session.best_of_n()
+    assert index == 0 and scores[1] == 1  # reference mismatch vetoes
+    assert [j.score for j in session.pointwise()][0] == 10
+    other = SkillSession(SKILL, {"prompt": "q", "candidates": [GOOD], "domain": "math"})
+    assert "error" in other.run_resource("reference-match")  # nothing mounted for this sample
+    assert all(r["id"] != "reference-answer" for r in other.list_resources())
+
+
+def test_sandbox_tool_and_unit_tests_verifier():
+    tests = mount("tests-add", "reference", {"prompt": "def add(a, b):\n", "entry_point": "add",
+                                             "test": "def check(f):\n    assert f(2, 3) == 5\n"})
+    session = SkillSession(SKILL, {"prompt": "add", "candidates": ["    return a + b\n", "    return a - b\n"],
+                                   "domain": "code"}, [tests])
+    session.run_resource("unit-tests")
+    assert session.pairwise() == "A"
+    verdict = session.run_resource("python-sandbox", code="print(2 ** 10)")
+    assert verdict["status"] == "ok" and verdict["stdout"] == "1024\n"
+
+
+def test_static_routing_selects_by_domain_and_is_smaller_than_the_bank():
+    assert [r.id for r in route(SKILL, "math")][:2] == ["math-rubric", "math-checklist"]
+    messages = static_prompt(SKILL, "How much does she make?", BAD, "math")
+    user = messages[1]["content"]
+    assert render_primary_rubrics("math") in user and render_primary_rubrics("safety") not in user
+    assert "calculator-annotations :: fail" in user  # verifier evidence routed into the prompt
+    assert len(user) < len(whole_bank_prompt(SKILL))
+
+
+def test_parse_evidence_lines():
+    text = "- Correctness :: fail :: final answer 26 vs 18\nnot an item\nconstraint:no-comma :: PASS\nstyle :: 7.5 :: ok"
+    items = parse_evidence(text)
+    assert [(i.criterion, i.assessment) for i in items] == [("Correctness", "fail"), ("constraint:no-comma", "pass"),
+                                                           ("style", 7.5)]
+    assert items[0].observation == "final answer 26 vs 18"

@@ -1,0 +1,90 @@
+"""Training stages in one process on tiny models: SFT data checks, truncation, BT, judge CLI, quickstart."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from patarm.data import load_pairs
+from patarm.data.rl import pairs_to_judge_rows
+from patarm.data.schema import DataError
+from patarm.judge import load_template
+from patarm.tiny import build_tiny_judge
+from patarm.train.sft import load_sft_rows
+from patarm.train.truncate import MARKER, truncate_judge_rows
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO = ROOT / "patarm" / "assets" / "if_pairs_demo.jsonl"
+
+
+@pytest.fixture(scope="module")
+def tiny_judge(tmp_path_factory):
+    rows = pairs_to_judge_rows(load_pairs(DEMO).pairs, "pointwise-compact")
+    texts = [m["content"] for r in rows for m in r["prompt"]]
+    out = tmp_path_factory.mktemp("judge")
+    model, tok = build_tiny_judge(texts, out, vocab_size=400, hidden_size=32, num_layers=1)
+    return out, model, tok
+
+
+def test_sft_rows_are_validated(tmp_path):
+    path = tmp_path / "c.jsonl"
+    path.write_text(json.dumps({"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]})
+                    + "\n" + json.dumps({"messages": [{"role": "user", "content": "q"}]}) + "\n")
+    with pytest.raises(DataError, match=r"c\.jsonl, row 1, field 'messages'.*assistant"):
+        load_sft_rows([str(path)])
+
+
+def test_long_prompts_are_truncated_keeping_the_instructions(tiny_judge):
+    _, _, tok = tiny_judge
+    pair = load_pairs(DEMO).pairs[0]
+    pair.chosen = " ".join(["word"] * 400)
+    rows = pairs_to_judge_rows([pair], load_template("pointwise-compact"))
+    out, count = truncate_judge_rows(rows, tok, 120)
+    assert count == 1  # the chosen row; the short rejected row is untouched
+    content = out[0]["prompt"][-1]["content"]
+    assert MARKER.strip() in content and "</response>" in content and content.rstrip().endswith("Score 1-10.")
+    ids = tok.apply_chat_template(out[0]["prompt"], tokenize=True, add_generation_prompt=True, return_dict=False)
+    assert len(ids) <= 120
+    assert out[1]["prompt"] == rows[1]["prompt"]
+
+
+def test_judge_cli_writes_one_record_per_pair(tiny_judge, tmp_path, capsys):
+    from patarm.judge.cli import main
+
+    out = tmp_path / "j.jsonl"
+    main(["--model", str(tiny_judge[0]), "--input", str(DEMO), "--template", "pointwise-compact",
+          "--num-samples", "2", "--max-new-tokens", "8", "--output", str(out)])
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(records) == 48 and len(records[0]["chosen"]) == 2
+    assert {"score", "tags_ok", "criteria", "evaluation", "par", "format"} <= set(records[0]["chosen"][0])
+    summary = json.loads(capsys.readouterr().err.strip().splitlines()[-1])
+    assert summary["pairs"] == 48
+
+
+@pytest.mark.slow
+def test_bt_baseline_trains(tmp_path):
+    from trl import ModelConfig, RewardConfig
+
+    from patarm.config import parse_config
+    from patarm.train.bt import BTDataArguments, train
+
+    data, args, model_args = parse_config((BTDataArguments, RewardConfig, ModelConfig),
+                                          ["--config", str(ROOT / "configs/bt/tiny.yaml"), "--output_dir", str(tmp_path),
+                                           "--train_file", str(DEMO), "--max_steps", "2"])
+    trainer = train(data, args, model_args)
+    assert trainer.state.global_step == 2 and (tmp_path / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    from patarm.quickstart import Sizes, run
+
+    report = run(tmp_path, Sizes.small())
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert set(saved["stages"]) == {"base", "sft", "grpo"}
+    for stage in saved["stages"].values():
+        assert {"accuracy", "format_valid", "margin"} <= set(stage) and 0 <= stage["accuracy"] <= 1
+    assert saved["grpo_curve"] and {"step", "pair_accuracy", "margin", "reward"} <= set(saved["grpo_curve"][0])
+    assert Path(report["paths"]["plot"]).stat().st_size > 1000
+    assert (tmp_path / "export" / "model.safetensors").is_file()

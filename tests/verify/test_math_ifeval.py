@@ -1,0 +1,75 @@
+"""Math answer equivalence (math-verify) on the real GSM8K pool, and IFEval scoring (if-verifiable)."""
+
+import json
+
+import pytest
+
+from patarm.verify import ifeval, mathans
+from patarm.verify.cli import main as verify_main
+
+SOURCES = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
+
+
+def test_final_answer_and_equivalence():
+    assert mathans.final_answer("so 3 * 6 = 18\nA: 18") == "18"
+    assert mathans.final_answer("A: 2\nwait\nA: $1,000") == "$1,000"
+    assert mathans.final_answer("#### 72") == "72"
+    assert mathans.answers_equal("1000", "$1,000")
+    assert mathans.answers_equal("0.5", "1/2")
+    assert not mathans.answers_equal("18", "19")
+    assert not mathans.answers_equal("18", "")
+
+
+def test_agrees_with_gsm8k_pool_flags(bench):
+    rows = [json.loads(line) for line in (bench / "gsm8k" / "example_model_solutions.jsonl").open()]
+    pairs = [(r["ground_truth"], r[s]["solution"]) for r in rows for s in SOURCES]
+    flags = [r[s]["is_correct"] for r in rows for s in SOURCES]
+    verdicts = mathans.verify_many(pairs)
+    agreement = sum(v == f for v, f in zip(verdicts, flags)) / len(flags)
+    assert len(flags) == 5276 and agreement >= 0.99
+
+
+def test_math_cli(tmp_path, capsys):
+    path = tmp_path / "m.jsonl"
+    rows = [{"gold": "A: 18", "solution": "9*2=18\nA: 18", "is_correct": True},
+            {"gold": "A: 18", "solution": "A: 26", "is_correct": False}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    verify_main(["math", "--input", str(path)])
+    assert json.loads(capsys.readouterr().out) == {"n": 2, "correct_pct": 50.0, "agreement_pct": 100.0}
+
+
+@pytest.fixture
+def ifeval_rows(bench, monkeypatch):
+    monkeypatch.setenv("NLTK_DATA", str(bench / "nltk_data"))
+    return [json.loads(line) for line in (bench / "ifeval" / "input_data.jsonl").open()]
+
+
+def test_ifeval_checks_and_empty_response(ifeval_rows):
+    row = {"key": 1, "prompt": "p", "instruction_id_list": ["punctuation:no_comma", "change_case:english_lowercase"],
+           "kwargs": [{}, {}]}
+    assert ifeval.check_response(row, "all lowercase and no commas here").strict == [True, True]
+    assert ifeval.check_response(row, "Hello, World").strict == [False, False]
+    # Loose drops the first line: a chatty uppercase preface is forgiven there, not in strict.
+    got = ifeval.check_response(row, "Sure! Here it is\nall lowercase")
+    assert got.strict == [True, False] and got.loose == [True, True]
+    assert ifeval.check_response(row, "").strict == [False, False]  # padded, not dropped
+    with pytest.raises(ValueError, match="unknown instruction"):
+        ifeval.check_response({**row, "instruction_id_list": ["nope:nope"], "kwargs": [{}]}, "x")
+
+
+def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
+    responses = tmp_path / "r.jsonl"
+    with responses.open("w") as fh:
+        for i, row in enumerate(ifeval_rows):
+            fh.write(json.dumps({"prompt": row["prompt"], "response": "" if i % 2 else row["prompt"].lower()}) + "\n")
+    argv = ["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(responses)]
+    verify_main(argv)
+    first = json.loads(capsys.readouterr().out)
+    assert set(first) == {"prompt_strict", "inst_strict", "prompt_loose", "inst_loose"}
+    assert 0 < first["prompt_strict"] <= first["prompt_loose"] < 50  # half the responses are empty
+    assert first["inst_strict"] <= first["inst_loose"]
+    verify_main(argv)
+    assert json.loads(capsys.readouterr().out) == first  # seeded: reproducible
+    responses.write_text("")
+    with pytest.raises(ValueError, match="without a response"):
+        verify_main(argv)
