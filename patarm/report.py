@@ -37,9 +37,22 @@ def plot_curve(curve: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def curve_trend(curve: list[dict], frac: float = 0.2) -> dict[str, float]:
+    """Mean logged pair accuracy over the first and the last `frac` of GRPO steps (per-step values
+    are noisy: each step sees a few pairs)."""
+    k = max(1, int(len(curve) * frac))
+    mean = lambda xs: sum(xs) / len(xs) if xs else float("nan")  # noqa: E731
+    return {"pair_accuracy_first": mean([c["pair_accuracy"] for c in curve[:k]]),
+            "pair_accuracy_last": mean([c["pair_accuracy"] for c in curve[-k:]])}
+
+
 def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
     """Print the table; write report.md, report.json and grpo_curve.png; return their paths."""
-    table = stage_table(report["stages"])
+    report["grpo_trend"] = curve_trend(report["grpo_curve"])
+    trend = report["grpo_trend"]
+    table = stage_table(report["stages"]) + (
+        f"\n\nGRPO rollouts' pair accuracy (PAR satisfied), mean of the first / last 20 % of steps: "
+        f"{trend['pair_accuracy_first']:.3f} → {trend['pair_accuracy_last']:.3f}")
     print("\n" + table + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "grpo_curve.png"}
     plot_curve(report["grpo_curve"], paths["plot"])

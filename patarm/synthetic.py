@@ -19,7 +19,12 @@ from typing import Iterable
 
 from patarm.data.schema import PreferencePair
 
-CONSTRAINT_KINDS = ("lowercase", "uppercase", "word_count", "starts_with", "ends_with", "no_letter_e")
+CONSTRAINT_KINDS = ("lowercase", "uppercase", "word_count", "starts_with", "ends_with", "no_letter_e", "avoid_letter")
+# Kinds whose evidence is a per-word property plus a copy (the first offending word, or "none"): a
+# ~1.5M-parameter judge learns these in minutes on a CPU; comparing two arbitrary words or counts
+# (starts_with, ends_with, word_count) takes it far longer.
+PROPERTY_KINDS = ("lowercase", "uppercase", "no_letter_e", "avoid_letter")
+AVOIDABLE_LETTERS = ("a", "o", "i")
 MIN_WORDS, MAX_WORDS = 4, 12
 
 # A small vocabulary of simple English words, by word class. Every class has words with and
@@ -46,8 +51,10 @@ _W = {
 WORDS = {cls: tuple(text.split()) for cls, text in _W.items()}
 
 
-def _pool(cls: str, e_free: bool = False) -> list[str]:
-    return [w for w in WORDS[cls] if not (e_free and "e" in w)]
+def _pool(cls: str, avoid: str | bool | None = None) -> list[str]:
+    """Words of a class, without the letter `avoid` (True means "e", for the no_letter_e kind)."""
+    letter = "e" if avoid is True else avoid or None
+    return [w for w in WORDS[cls] if not (letter and letter in w)]
 
 
 # kind -> (instruction sentence, rubric criterion); "{}" is the constraint's value.
@@ -58,6 +65,7 @@ _PHRASES = {
     "starts_with": ("Start your answer with the word '{}'.", "The response starts with the word '{}'."),
     "ends_with": ("End your answer with the word '{}'.", "The response ends with the word '{}'."),
     "no_letter_e": ("Do not use the letter e in your answer.", "The response does not use the letter e."),
+    "avoid_letter": ("Do not use the letter {} in your answer.", "The response does not use the letter {}."),
 }
 
 
@@ -79,6 +87,8 @@ class Constraint:
             raise ValueError(f"word_count needs a positive int value, got {self.value!r}")
         if self.kind in ("starts_with", "ends_with") and not (isinstance(self.value, str) and self.value):
             raise ValueError(f"{self.kind} needs a non-empty word as value, got {self.value!r}")
+        if self.kind == "avoid_letter" and not (isinstance(self.value, str) and len(self.value) == 1 and self.value.isalpha()):
+            raise ValueError(f"avoid_letter needs a single letter as value, got {self.value!r}")
 
     def describe(self) -> str:
         """The instruction sentence appended to the prompt, e.g. "Answer in exactly 6 words."."""
@@ -101,7 +111,7 @@ class Evidence:
     """What `check` measured: the rubric line, the observed fact, and whether the constraint holds."""
 
     criterion: str
-    observation: str  # e.g. "word count: 7", "last word: ship", "response case: mixed"
+    observation: str  # e.g. "word count: 7", "last word: ship", "word not in lowercase: Tree"
     passed: bool
 
 
@@ -110,21 +120,21 @@ def _bare(word: str) -> str:
     return re.sub(r"^\W+|\W+$", "", word).lower()
 
 
-def _case(response: str) -> str:
-    letters = [ch for ch in response if ch.isalpha()]
-    if not letters:
-        return "none"
-    if all(ch.islower() for ch in letters):
-        return "lower"
-    return "upper" if all(ch.isupper() for ch in letters) else "mixed"
+def _first_offender(words: list[str], bad) -> str:
+    return next((w for w in words if bad(w)), "none")
 
 
 def check(constraint: Constraint, response: str) -> Evidence:
-    """Deterministically verify `response` against `constraint`, reporting the evidence used."""
+    """Deterministically verify `response` against `constraint`, reporting the evidence used.
+
+    Property kinds report the first word that breaks the rule (or "none"); the others report the
+    measured fact (word count, first/last word) to compare with the requirement.
+    """
     kind, value, words = constraint.kind, constraint.value, response.split()
     if kind in ("lowercase", "uppercase"):
-        case = _case(response)
-        observation, passed = f"response case: {case}", case == kind[: -len("case")]
+        bad = (lambda w: w != w.lower()) if kind == "lowercase" else (lambda w: w != w.upper())
+        word = _first_offender(words, bad)
+        observation, passed = f"word not in {kind}: {word}", word == "none" and any(c.isalpha() for c in response)
     elif kind == "word_count":
         observation, passed = f"word count: {len(words)}", len(words) == value
     elif kind in ("starts_with", "ends_with"):
@@ -132,9 +142,10 @@ def check(constraint: Constraint, response: str) -> Evidence:
         word = _bare(words[0 if which == "first" else -1]) if words else ""
         observation = f"{which} word: {word or '(none)'}"
         passed = bool(word) and word == str(value).lower()
-    else:  # no_letter_e
-        found = response.lower().count("e")
-        observation, passed = f"letters e found: {found}", found == 0
+    else:  # no_letter_e / avoid_letter
+        letter = "e" if kind == "no_letter_e" else str(value).lower()
+        word = _first_offender(words, lambda w: letter in w.lower())
+        observation, passed = f"word with letter {letter}: {word}", word == "none"
     return Evidence(criterion=constraint.criterion(), observation=observation, passed=passed)
 
 
@@ -143,7 +154,7 @@ def check(constraint: Constraint, response: str) -> Evidence:
 Tagged = list[tuple[str, str]]  # (word, word class)
 
 
-def _chunk(rng: random.Random, size: int, e_free: bool) -> Tagged:
+def _chunk(rng: random.Random, size: int, e_free: str | bool | None) -> Tagged:
     """One tail chunk: adverb (1) / "and" verb (2) / prep det noun (3) / prep det adj noun (4)."""
     if size == 1:
         return [(rng.choice(_pool("adv", e_free)), "adv")]
@@ -155,7 +166,7 @@ def _chunk(rng: random.Random, size: int, e_free: bool) -> Tagged:
     return out + [(rng.choice(_pool("noun", e_free)), "noun")]
 
 
-def _fill(rng: random.Random, r: int, e_free: bool) -> Tagged:
+def _fill(rng: random.Random, r: int, e_free: str | bool | None) -> Tagged:
     """Random tail chunks totalling exactly r words."""
     out: Tagged = []
     while r > 0:
@@ -165,7 +176,7 @@ def _fill(rng: random.Random, r: int, e_free: bool) -> Tagged:
     return out
 
 
-def _core(rng: random.Random, topic: str, n: int, e_free: bool, opener: bool) -> Tagged:
+def _core(rng: random.Random, topic: str, n: int, e_free: str | bool | None, opener: bool) -> Tagged:
     """[opener] det [adj] topic verb: the sentence head, at most n - 1 words where possible."""
     out: Tagged = [(rng.choice(_pool("opener", e_free)), "opener")] if opener else []
     out.append((rng.choice(_pool("det", e_free)), "det"))
@@ -178,39 +189,46 @@ def _make_one(rng: random.Random, kind: str) -> tuple[Constraint, str, str, str]
     """One (constraint, topic, chosen, rejected) for `kind`, all drawn from `rng`.
 
     The rejected response is the chosen one with the least change that breaks the constraint (one
-    word swapped or re-cased; for word_count the same head with a tail 1-2 words longer or shorter).
+    word swapped or re-cased; for word_count the same head with a tail 1-2 words longer or shorter);
+    for the case kinds it is half the time written wholly in the other case, so only a judge that
+    reads the instruction can tell which side is right.
     """
-    e_free = kind == "no_letter_e"
-    topic = rng.choice(_pool("topic", e_free))
+    value = rng.choice(AVOIDABLE_LETTERS) if kind == "avoid_letter" else None
+    avoid = "e" if kind == "no_letter_e" else value
+    topic = rng.choice(_pool("topic", avoid))
     n = rng.randint(MIN_WORDS, MAX_WORDS)
-    core = _core(rng, topic, n, e_free, opener=rng.random() < (0.5 if kind == "starts_with" else 0.25))
+    core = _core(rng, topic, n, avoid, opener=rng.random() < (0.5 if kind == "starts_with" else 0.25))
     capital = kind not in ("lowercase", "uppercase") and rng.random() < 0.5  # same for both sides
     if kind == "ends_with":  # the last chunk must end in a noun
         r = max(n - len(core), 3)
         size = 4 if r >= 4 and rng.random() < 0.5 else 3
-        tagged = core + _fill(rng, r - size, e_free) + _chunk(rng, size, e_free)
+        tagged = core + _fill(rng, r - size, avoid) + _chunk(rng, size, avoid)
     else:
-        tagged = core + _fill(rng, n - len(core), e_free)
+        tagged = core + _fill(rng, n - len(core), avoid)
     chosen = [w for w, _ in tagged]
-    rejected, value = list(chosen), None
+    rejected = list(chosen)
     if kind == "word_count":
         value = len(chosen)
         d = rng.choice([d for d in (-2, -1, 1, 2) if max(len(core), MIN_WORDS) <= n + d <= MAX_WORDS])
-        rejected = [w for w, _ in core + _fill(rng, n + d - len(core), e_free)]
+        rejected = [w for w, _ in core + _fill(rng, n + d - len(core), avoid)]
     elif kind in ("starts_with", "ends_with"):
         i = 0 if kind == "starts_with" else -1
         value, cls = tagged[i]
         rejected[i] = rng.choice([w for w in WORDS[cls] if w != value])
-    elif kind == "no_letter_e":
+    elif kind in ("no_letter_e", "avoid_letter"):
         i = rng.choice([i for i, (_, cls) in enumerate(tagged) if cls not in ("topic", "and")])
         cls = tagged[i][1]
-        rejected[i] = rng.choice([w for w in WORDS[cls] if "e" in w])
-    else:  # lowercase / uppercase: one word in the other case
-        i = rng.randrange(len(chosen))
-        if kind == "uppercase":
+        rejected[i] = rng.choice([w for w in WORDS[cls] if avoid in w])
+    else:  # lowercase / uppercase
+        upper = kind == "uppercase"
+        if upper:
             chosen = [w.upper() for w in chosen]
             rejected = list(chosen)
-        rejected[i] = rejected[i].lower() if kind == "uppercase" else rejected[i].capitalize()
+        if rng.random() < 0.5:  # the whole response in the other case
+            rejected = [w.lower() if upper else w.upper() for w in rejected]
+        else:  # one word in the other case
+            i = rng.randrange(len(chosen))
+            rejected[i] = rejected[i].lower() if upper else rejected[i].capitalize()
     texts = [" ".join(words) for words in (chosen, rejected)]
     if capital:
         texts = [t[:1].upper() + t[1:] for t in texts]

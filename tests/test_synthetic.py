@@ -60,7 +60,7 @@ def test_deterministic_by_seed():
 
 def test_kinds_balanced_and_selectable(pairs):
     counts = Counter(p.metadata["constraint"]["kind"] for p in pairs)
-    assert set(counts.values()) == {N // len(CONSTRAINT_KINDS)}
+    assert set(counts) == set(CONSTRAINT_KINDS) and max(counts.values()) - min(counts.values()) <= 1
     counts = Counter(p.metadata["constraint"]["kind"] for p in make_pairs(7, seed=1, kinds=["word_count", "uppercase"]))
     assert sorted(counts.values()) == [3, 4] and set(counts) == {"word_count", "uppercase"}
     with pytest.raises(ValueError):
@@ -72,6 +72,8 @@ def test_rejected_is_a_minimal_violation(pairs):
         c, ch, rj = constraint_of(p), p.chosen.split(), p.rejected.split()
         if c.kind == "word_count":
             assert 1 <= abs(len(ch) - len(rj)) <= 2
+        elif c.kind in ("lowercase", "uppercase") and p.rejected in (p.chosen.upper(), p.chosen.lower()):
+            pass  # the whole response in the other case: well-formed, but not what was asked
         else:
             assert len(ch) == len(rj) and sum(a != b for a, b in zip(ch, rj)) == 1, (p.chosen, p.rejected)
         assert 4 <= len(ch) <= 12 and 4 <= len(rj) <= 12
@@ -85,12 +87,15 @@ def test_observations_on_handwritten_responses():
         (Constraint("ends_with", "ship"), "we sail on the old boat", "last word: boat", False),
         (Constraint("starts_with", "today"), "Today the sky is gray", "first word: today", True),
         (Constraint("starts_with", "today"), "now the sky is gray", "first word: now", False),
-        (Constraint("lowercase"), "a calm sea", "response case: lower", True),
-        (Constraint("lowercase"), "a Calm sea", "response case: mixed", False),
-        (Constraint("uppercase"), "A CALM SEA", "response case: upper", True),
-        (Constraint("uppercase"), "a calm sea", "response case: lower", False),
-        (Constraint("no_letter_e"), "a calm sky", "letters e found: 0", True),
-        (Constraint("no_letter_e"), "the Eerie sea", "letters e found: 5", False),
+        (Constraint("lowercase"), "a calm sea", "word not in lowercase: none", True),
+        (Constraint("lowercase"), "a Calm Sea", "word not in lowercase: Calm", False),
+        (Constraint("lowercase"), "A CALM SEA", "word not in lowercase: A", False),
+        (Constraint("uppercase"), "A CALM SEA", "word not in uppercase: none", True),
+        (Constraint("uppercase"), "a calm sea", "word not in uppercase: a", False),
+        (Constraint("no_letter_e"), "a calm sky", "word with letter e: none", True),
+        (Constraint("no_letter_e"), "the Eerie sea", "word with letter e: the", False),
+        (Constraint("avoid_letter", "o"), "a calm sky", "word with letter o: none", True),
+        (Constraint("avoid_letter", "a"), "the calm sky", "word with letter a: calm", False),
         (Constraint("starts_with", "today"), "", "first word: (none)", False),
     ]
     for c, response, observation, passed in cases:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -103,12 +104,18 @@ def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
 
 
 def load_backend(model: str, options: Any) -> Any:
-    """A transformers backend for a local folder or hub id (endpoints are not supported yet)."""
+    """A transformers backend for a local folder or hub id, or an OpenAI-compatible endpoint given as
+    `http(s)://host:port/v1#MODEL_NAME` (concurrent requests, retries, on-disk cache; key in OPENAI_API_KEY)."""
     from patarm.judge.backends import HFBackend
 
     if model.startswith(("http://", "https://")):
-        raise ValueError(f"--model {model}: OpenAI-compatible endpoints are not supported by `patarm eval` yet; "
-                         "give a local model folder or a hub id")
+        from patarm.teachers import OpenAITeacher
+
+        url, _, name = model.partition("#")
+        if not name:
+            raise ValueError(f"--model {model}: name the served model after '#', e.g. http://127.0.0.1:8000/v1#Qwen/Qwen3-8B")
+        return OpenAITeacher(name, url, temperature=options.temperature, top_p=options.top_p,
+                             max_tokens=options.max_new_tokens, cache=os.path.join(".cache", "eval-endpoint.sqlite"))
     try:
         return HFBackend.from_pretrained(model, options)
     except OSError as err:
