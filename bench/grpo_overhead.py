@@ -2,7 +2,7 @@
 parsing) against TRL's plain GRPOTrainer with a trivial reward: same tiny model, batch, G and
 completion length (EOS is suppressed so every completion has exactly the same length).
 
-    python bench/grpo_overhead.py [--steps 12] [--rounds 3]
+    python bench/grpo_overhead.py [--steps 30] [--rounds 4]
 
 The two trainers alternate in rounds so machine noise hits both; the last line is
 `grpo_overhead_ratio=<median PaTaRM step time / median TRL step time>` (target <= 1.05).
@@ -70,8 +70,8 @@ def run(kind: str, model_dir: str, dataset: Dataset, steps: int, G: int, length:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--length", type=int, default=48)
     ns = parser.parse_args()

@@ -36,7 +36,7 @@ class Sizes:
     sft_pairs: int = 9600
     rl_pool: int = 1600
     heldout: int = 200
-    grpo_steps: int = 150
+    grpo_steps: int = 100
     hidden: int = 192
     layers: int = 3
     rl_keep: tuple[float, float] = (1 / 8, 6 / 8)  # the paper's rejection-sampling band

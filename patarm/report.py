@@ -23,7 +23,11 @@ def plot_curve(curve: list[dict], path: Path) -> None:
 
     fig, ax = plt.subplots(figsize=(7, 4))
     steps = [c["step"] for c in curve]
-    ax.plot(steps, [c["pair_accuracy"] for c in curve], label="pair accuracy (PAR satisfied)", color="tab:blue")
+    acc = [c["pair_accuracy"] for c in curve]
+    k = max(1, len(acc) // 10)  # each step sees a few pairs: show a moving average over ~10 % of the run
+    smooth = [sum(acc[max(0, i - k + 1):i + 1]) / len(acc[max(0, i - k + 1):i + 1]) for i in range(len(acc))]
+    ax.plot(steps, acc, color="tab:blue", alpha=0.25, linewidth=0.8)
+    ax.plot(steps, smooth, label=f"pair accuracy (PAR satisfied), {k}-step mean", color="tab:blue", linewidth=2)
     ax.set_xlabel("GRPO step")
     ax.set_ylabel("pair accuracy", color="tab:blue")
     ax.set_ylim(0, 1)
@@ -32,6 +36,7 @@ def plot_curve(curve: list[dict], path: Path) -> None:
               label="mean margin", color="tab:orange")
     twin.set_ylabel("mean score margin s̄c − s̄r", color="tab:orange")
     ax.set_title("GRPO with PAR: rollouts over training")
+    ax.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -15,7 +15,7 @@ import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from patarm.data.formats import RowProblem, convert_row, resolve_format
 from patarm.data.schema import DataError, Manifest, PreferencePair
@@ -238,28 +238,34 @@ def load_pairs(source: str | os.PathLike | list[dict], *, format: str = "auto", 
     return LoadResult(pairs=pairs, manifest=manifest)
 
 
-def write_pairs(pairs: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:
-    """Write pairs as canonical JSON lines (`PreferencePair.to_dict()`); returns how many were written.
-
-    The file is written beside the target and moved into place with os.replace, so readers (or a crash)
-    never see a half-written file.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    count = 0
+def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
+    """Run `write(fh)` on a temporary file beside `path`, fsync it, then move it into place, so
+    readers (or a crash) never see a half-written file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for pair in pairs:
-                row = pair.to_dict() if isinstance(pair, PreferencePair) else pair
-                fh.write(json.dumps(row, ensure_ascii=False))
-                fh.write("\n")
-                count += 1
+            write(fh)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, target)
+        os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def write_pairs(pairs: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:
+    """Write pairs as canonical JSON lines (`PreferencePair.to_dict()`), atomically; returns the count."""
+    count = 0
+
+    def write(fh) -> None:
+        nonlocal count
+        for pair in pairs:
+            fh.write(json.dumps(pair.to_dict() if isinstance(pair, PreferencePair) else pair, ensure_ascii=False))
+            fh.write("\n")
+            count += 1
+
+    atomic_write(path, write)
     return count

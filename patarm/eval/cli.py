@@ -104,9 +104,16 @@ def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
 
 
 def load_backend(model: str, options: Any) -> Any:
-    """A transformers backend for a local folder or hub id, or an OpenAI-compatible endpoint given as
-    `http(s)://host:port/v1#MODEL_NAME` (concurrent requests, retries, on-disk cache; key in OPENAI_API_KEY)."""
+    """A transformers backend for a local folder or hub id; `vllm:PATH_OR_ID` for vLLM on local GPUs; or an
+    OpenAI-compatible endpoint given as `http(s)://host:port/v1#MODEL_NAME` (concurrent requests, retries,
+    on-disk cache; key in OPENAI_API_KEY)."""
     from patarm.judge.backends import HFBackend
+
+    if model.startswith("vllm:"):
+        from patarm.teachers import VLLMTeacher
+
+        return VLLMTeacher(model[len("vllm:"):], temperature=options.temperature, top_p=options.top_p,
+                           max_tokens=options.max_new_tokens, cache=os.path.join(".cache", "eval-vllm.sqlite"))
 
     if model.startswith(("http://", "https://")):
         from patarm.teachers import OpenAITeacher

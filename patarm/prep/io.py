@@ -11,13 +11,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from patarm.data import Manifest, PreferencePair, load_pairs
+from patarm.data.loaders import atomic_write
 
 PAIRS_FILE = "pairs.jsonl"
 MANIFEST_FILE = "manifest.json"
@@ -47,20 +47,7 @@ def describe_input(source: Any) -> dict[str, Any]:
     return {"path": "<memory>", "sha256": None}
 
 
-def _atomic_write(path: Path, write) -> None:
-    """Run `write(fh)` on a temporary file beside `path`, fsync it, then move it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+_atomic_write = atomic_write  # one implementation, in patarm.data
 
 
 def _pair_row(pair: PreferencePair) -> dict[str, Any]:

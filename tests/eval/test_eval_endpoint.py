@@ -18,3 +18,14 @@ def test_endpoint_model_gives_the_http_backend(tmp_path, monkeypatch):
 def test_endpoint_without_model_name_is_a_clear_error():
     with pytest.raises(ValueError, match="name the served model after '#'"):
         load_backend("http://127.0.0.1:9/v1", GenerationOptions())
+
+
+def test_vllm_model_without_vllm_installed_says_how_to_get_it():
+    pytest.importorskip("torch")
+    try:
+        import vllm  # noqa: F401
+        pytest.skip("vLLM is installed: this checks the message shown without it")
+    except ImportError:
+        pass
+    with pytest.raises(ImportError, match="needs vLLM"):
+        load_backend("vllm:Qwen/Qwen3-8B", GenerationOptions())
