@@ -6,15 +6,16 @@ paper's controlled comparison (Table 1, "Scalar RM (BT)").
 
 from __future__ import annotations
 
-import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from datasets import Dataset
 from trl import ModelConfig, RewardConfig, RewardTrainer, get_peft_config
 
 from patarm.data import load_pairs
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, resolve_resume, setup_logging, write_run_config,
+    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, build_tiny_base, resolve_resume, setup_logging,
+    write_run_config,
 )
 
 
@@ -38,15 +39,11 @@ def preference_rows(pairs) -> list[dict]:
              "rejected": [{"role": "assistant", "content": p.rejected}]} for p in pairs]
 
 
-def _load_scalar_model(name: str, texts: list[str], tiny: TinyModelArguments, seed: int):
+def _load_scalar_model(name: str, texts: list[str], tiny: TinyModelArguments, seed: int, output_dir: str):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     if name == "tiny":  # build the tiny causal judge, then load its body with a 1-logit score head
-        from patarm.tiny import build_tiny_judge
-
-        name = tempfile.mkdtemp(prefix="patarm-bt-")
-        build_tiny_judge(texts, name, vocab_size=tiny.tiny_vocab_size, seed=seed, hidden_size=tiny.tiny_hidden_size,
-                         num_layers=tiny.tiny_num_layers, num_heads=tiny.tiny_num_heads, num_kv_heads=tiny.tiny_num_kv_heads)
+        name = build_tiny_base(texts, Path(output_dir) / "tiny-base", tiny, seed)
     tokenizer = AutoTokenizer.from_pretrained(name)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -60,7 +57,7 @@ def train(data: BTDataArguments, args: RewardConfig, model_args: ModelConfig) ->
     pairs = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs
     rows = preference_rows(pairs)
     texts = [p.question for p in pairs] + [p.chosen for p in pairs] + [p.rejected for p in pairs]
-    model, tokenizer = _load_scalar_model(model_args.model_name_or_path, texts, data, args.seed)
+    model, tokenizer = _load_scalar_model(model_args.model_name_or_path, texts, data, args.seed, args.output_dir)
     trainer = PaTaRMRewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                                   processing_class=tokenizer, peft_config=get_peft_config(model_args),
                                   callbacks=[JsonlMetricsCallback()])

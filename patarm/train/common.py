@@ -27,16 +27,30 @@ class TinyModelArguments:
     tiny_vocab_size: int = field(default=1024, metadata={"help": "BPE vocabulary of the tiny tokenizer."})
 
 
-def load_model_and_tokenizer(name_or_path: str, texts: Iterable[str] = (), tiny: TinyModelArguments | None = None,
-                             seed: int = 0, dtype: str | None = None, **model_kwargs: Any):
-    """A causal LM and its tokenizer (left padding) from a hub id or folder, or `tiny` built locally."""
-    if name_or_path == "tiny":
-        from patarm.tiny import build_tiny_judge
+def build_tiny_base(texts: Iterable[str], out_dir: str | os.PathLike, tiny: TinyModelArguments | None = None,
+                    seed: int = 0) -> str:
+    """Build and save the tiny judge in `out_dir` (so LoRA adapters and exports can point at a real base).
+    Only the main process writes; the others wait and then load the same files."""
+    from accelerate import PartialState
 
-        tiny = tiny or TinyModelArguments()
-        return build_tiny_judge(list(texts), vocab_size=tiny.tiny_vocab_size, seed=seed,
-                                hidden_size=tiny.tiny_hidden_size, num_layers=tiny.tiny_num_layers,
-                                num_heads=tiny.tiny_num_heads, num_kv_heads=tiny.tiny_num_kv_heads)
+    from patarm.tiny import build_tiny_judge
+
+    tiny = tiny or TinyModelArguments()
+    state = PartialState()
+    with state.main_process_first():
+        if state.is_main_process:
+            build_tiny_judge(list(texts), out_dir, vocab_size=tiny.tiny_vocab_size, seed=seed,
+                             hidden_size=tiny.tiny_hidden_size, num_layers=tiny.tiny_num_layers,
+                             num_heads=tiny.tiny_num_heads, num_kv_heads=tiny.tiny_num_kv_heads)
+    return str(out_dir)
+
+
+def load_model_and_tokenizer(name_or_path: str, texts: Iterable[str] = (), tiny: TinyModelArguments | None = None,
+                             seed: int = 0, dtype: str | None = None, output_dir: str | None = None, **model_kwargs: Any):
+    """A causal LM and its tokenizer (left padding) from a hub id or folder, or `tiny`: built locally
+    from `texts` and saved under `<output_dir>/tiny-base`, then loaded from there."""
+    if name_or_path == "tiny":
+        name_or_path = build_tiny_base(texts, Path(output_dir or "runs") / "tiny-base", tiny, seed)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(name_or_path, padding_side="left")

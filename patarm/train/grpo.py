@@ -113,7 +113,7 @@ def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelCon
         rows = pairs_to_judge_rows(load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs, template)
         texts = [m["content"] for r in rows for m in r["prompt"]]
     model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
-                                                dtype=model_args.dtype)
+                                                dtype=model_args.dtype, output_dir=args.output_dir)
     dataset, info = build_dataset(data, tokenizer)
     logger.info("GRPO data: %s", info)
     rewards = PairRewards(template, data.margin)

@@ -75,7 +75,7 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
     rows = load_sft_rows(data.train_files, data.max_rows)
     texts = [m["content"] for r in rows for m in r["messages"]]
     model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
-                                                dtype=model_args.dtype)
+                                                dtype=model_args.dtype, output_dir=args.output_dir)
     trainer = PaTaRMSFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
         peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],

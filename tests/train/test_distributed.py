@@ -103,3 +103,19 @@ def test_export_gives_the_same_greedy_judgments(tmp_path):
     assert tok.chat_template
     b = judge_pairs_pointwise(pairs, HFBackend(model, tok, opts), "pointwise-compact")
     assert [r["chosen"][0]["text"] for r in a] == [r["chosen"][0]["text"] for r in b]
+
+
+@pytest.mark.slow
+def test_lora_grpo_exports_a_merged_model(tmp_path):
+    from transformers import AutoModelForCausalLM
+
+    from patarm.export import export
+
+    out = tmp_path / "run"
+    _run([sys.executable, "-m", "patarm", "grpo", "--config", TINY, "--output_dir", str(out), "--max_steps", "2",
+          "--use_peft", "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj"], tmp_path)
+    assert (out / "checkpoint-2" / "adapter_config.json").is_file()
+    exported = export(out / "checkpoint-2", tmp_path / "hf")
+    assert not (exported / "adapter_config.json").exists()  # merged, a plain causal LM
+    model = AutoModelForCausalLM.from_pretrained(str(exported))
+    assert not any("lora" in name for name, _ in model.named_parameters())
