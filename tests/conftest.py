@@ -13,8 +13,9 @@ os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_exten
 os.environ.setdefault("WANDB_MODE", "offline")
 
 
-@pytest.fixture
-def shared_benchmarks() -> Path:
+@pytest.fixture(scope="session")
+def bench() -> Path:
+    """../shared/benchmarks beside the project root; skip when a fresh clone lacks it."""
     if not SHARED.is_dir():
         pytest.skip(f"real benchmark data not found at {SHARED} (only present in the development checkout)")
     return SHARED
