@@ -90,40 +90,35 @@ class ScoreHistogramCallback(TrainerCallback):
                 cb._wandb.log({"par/score_hist": cb._wandb.Histogram(scores)}, commit=False)
 
 
-def build_dataset(data: JudgeDataArguments, tokenizer=None) -> tuple[Dataset, dict]:
-    """Pairs → two judge-prompt rows each; returns the dataset and a manifest-like summary."""
+def judge_rows(data: JudgeDataArguments) -> tuple[list[dict], dict]:
+    """Pairs → two judge-prompt rows each (chosen, rejected); returns the rows and the load manifest."""
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
     if not loaded.pairs:
         raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
-    rows = pairs_to_judge_rows(loaded.pairs, template)
-    truncated = 0
-    if data.max_prompt_length and tokenizer is not None:
-        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
-    info = {**loaded.manifest.to_dict(), "judge_rows": len(rows), "truncated_prompts": truncated}
-    return Dataset.from_list(rows), info
+    return pairs_to_judge_rows(loaded.pairs, template), loaded.manifest.to_dict()
 
 
 def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
     setup_logging(args.report_to)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
-    texts = []
-    if model_args.model_name_or_path == "tiny":  # the tiny tokenizer is trained on the prompts it will see
-        rows = pairs_to_judge_rows(load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs, template)
-        texts = [m["content"] for r in rows for m in r["prompt"]]
+    rows, manifest = judge_rows(data)
+    texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
     model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
                                                 dtype=model_args.dtype, output_dir=args.output_dir)
-    dataset, info = build_dataset(data, tokenizer)
-    logger.info("GRPO data: %s", info)
+    truncated = 0
+    if data.max_prompt_length:
+        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
+    logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
     rewards = PairRewards(template, data.margin)
     trainer = PaTaRMGRPOTrainer(
-        model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=dataset,
+        model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
     trainer.add_callback(ScoreHistogramCallback(rewards, trainer))
-    if info["truncated_prompts"]:
-        trainer.log({"data/truncated_prompts": float(info["truncated_prompts"])})
+    if truncated:
+        trainer.log({"data/truncated_prompts": float(truncated)})
     trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
     trainer.save_model(args.output_dir)
     write_run_config(args.output_dir, "grpo", data, args, model_args, trainer)
