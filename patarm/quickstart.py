@@ -22,6 +22,7 @@ from patarm.judge import load_template
 from patarm.judge.backends import GenerationOptions, HFBackend
 from patarm.judge.run import judge_pairs_pointwise, summarize
 from patarm.prep.corpus import pointwise_corpus, rl_set
+from patarm.prep.io import write_jsonl
 from patarm.synthetic import make_pairs
 from patarm.teachers import RuleTeacher
 
@@ -89,7 +90,7 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     _log(f"task: {len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs", t0)
 
     rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed=seed), TEMPLATE, min_margin=2.0)
-    _write_jsonl(out / "sft_pointwise.jsonl", rows)
+    write_jsonl(rows, out / "sft_pointwise.jsonl")
     manifest.write(str(out / "sft_pointwise.manifest.json"))
     _log(f"pointwise SFT corpus: {len(rows)} rows ({manifest.to_dict()['dropped'] or 'nothing dropped'})", t0)
 
@@ -130,12 +131,6 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     paths = write_quickstart_report(report, out)
     _log("done", t0)
     return report | {"paths": paths}
-
-
-def _write_jsonl(path: Path, rows: list[dict]) -> None:
-    with open(path, "w", encoding="utf-8") as fh:
-        for row in rows:
-            fh.write(json.dumps(row) + "\n")
 
 
 def _grpo_curve(metrics_path: Path) -> list[dict]:

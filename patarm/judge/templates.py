@@ -119,8 +119,6 @@ def _fill(template: JudgeTemplate, domain: str | None, **values: str) -> list[di
             "primary_rubric_names": ", ".join(r.name for r in load_primary_rubrics(domain, template.rubric_dirs)),
         }
     instruction = template.rubric_instruction[mode].format(**rubric_values).strip("\n")
-    if template.rubric_instruction[mode].endswith(" "):
-        instruction += " "
     fmt = {"min_score": f"{lo:g}", "max_score": f"{hi:g}", "rubric_instruction": instruction,
            "output_format": template.output_format[mode], **values}
     messages = [{"role": "system", "content": template.system.strip()}] if template.system.strip() else []

@@ -14,8 +14,8 @@ from trl import ModelConfig, RewardConfig, RewardTrainer, get_peft_config
 
 from patarm.data import load_pairs
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, build_tiny_base, resolve_resume, setup_logging,
-    write_run_config,
+    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, build_tiny_base, setup_logging,
+    train_and_save,
 )
 
 
@@ -61,9 +61,7 @@ def train(data: BTDataArguments, args: RewardConfig, model_args: ModelConfig) ->
     trainer = PaTaRMRewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                                   processing_class=tokenizer, peft_config=get_peft_config(model_args),
                                   callbacks=[JsonlMetricsCallback()])
-    trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
-    trainer.save_model(args.output_dir)
-    write_run_config(args.output_dir, "bt", data, args, model_args, trainer)
+    train_and_save(trainer, "bt", data, args, model_args)
     return trainer
 
 

@@ -127,3 +127,12 @@ def write_run_config(output_dir: str, stage: str, data: Any, args: Any, model_ar
     config = {"stage": stage, "model_name_or_path": model_args.model_name_or_path, "data": asdict(data),
               "training": {k: v for k, v in args.to_dict().items() if not k.startswith("_")}}
     Path(output_dir, "patarm_config.json").write_text(json.dumps(config, indent=2, default=str))
+
+
+def train_and_save(trainer: Any, stage: str, data: Any, args: Any, model_args: Any) -> Any:
+    """The tail every stage shares: train (resuming from the newest complete checkpoint when asked),
+    save the model, and write `patarm_config.json` beside it."""
+    trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
+    trainer.save_model(args.output_dir)
+    write_run_config(args.output_dir, stage, data, args, model_args, trainer)
+    return trainer

@@ -19,8 +19,8 @@ from patarm.judge import load_template
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, write_run_config, TinyModelArguments, load_model_and_tokenizer, resolve_resume,
-    setup_logging,
+    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, load_model_and_tokenizer, setup_logging,
+    train_and_save,
 )
 from patarm.train.truncate import truncate_judge_rows
 
@@ -119,9 +119,7 @@ def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelCon
     trainer.add_callback(ScoreHistogramCallback(rewards, trainer))
     if truncated:
         trainer.log({"data/truncated_prompts": float(truncated)})
-    trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
-    trainer.save_model(args.output_dir)
-    write_run_config(args.output_dir, "grpo", data, args, model_args, trainer)
+    train_and_save(trainer, "grpo", data, args, model_args)
     return trainer
 
 

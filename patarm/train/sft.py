@@ -12,15 +12,14 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from datasets import Dataset
 from trl import ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
 from patarm.data.schema import DataError
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, write_run_config, TinyModelArguments, load_model_and_tokenizer, resolve_resume,
-    setup_logging,
+    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, load_model_and_tokenizer, setup_logging,
+    train_and_save,
 )
 
 logger = logging.getLogger(__name__)
@@ -80,9 +79,7 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
         peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
-    trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
-    trainer.save_model(args.output_dir)
-    write_run_config(args.output_dir, "sft", data, args, model_args, trainer)
+    train_and_save(trainer, "sft", data, args, model_args)
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(args.output_dir)
     return trainer
