@@ -87,7 +87,7 @@ def overhead_ratio(n_items: int, max_new_tokens: int, batch_size: int, repeats: 
     import torch
 
     from patarm.judge.backends import GenerationOptions, HFBackend
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     torch.set_num_threads(1)  # CPU time of one thread: no spin-waiting pool threads in the accounting
     items = synthetic_rm_items(n_items)

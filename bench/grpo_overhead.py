@@ -27,7 +27,7 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from patarm.data import load_pairs  # noqa: E402
 from patarm.data.rl import pairs_to_judge_rows  # noqa: E402
 from patarm.rewards import PairRewards  # noqa: E402
-from patarm.tiny import build_tiny_judge  # noqa: E402
+from patarm.models.tiny import build_tiny_judge  # noqa: E402
 from patarm.train.grpo import PaTaRMGRPOTrainer  # noqa: E402
 
 

@@ -79,7 +79,7 @@ def _stage_configs(kind: str, overrides: list[str]):
 
 def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     """Run every stage into `out`; returns the report dict (also written as report.json)."""
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     t0 = time.time()
     out.mkdir(parents=True, exist_ok=True)

@@ -7,11 +7,9 @@ canonical pairs.jsonl atomically.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from patarm.data.formats import RowProblem, convert_row, resolve_format
 from patarm.data.schema import DataError, Manifest, PreferencePair
+from patarm.io import atomic_write, iter_jsonl, iter_jsonl_lines, open_text
 
 ON_ERROR = ("raise", "skip")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -53,38 +52,15 @@ class LoadResult:
 # --------------------------------------------------------------------------- sources
 
 
-def _open_text(path: Path):
-    if path.name.lower().endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
-def _jsonl_lines(lines: Iterable[str], path: str) -> Rows:
-    """Rows of a JSON-lines text; the index is the 0-based line number, blank lines are not rows."""
-    for index, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            yield index, json.loads(line)
-        except json.JSONDecodeError as exc:
-            yield index, DataError(path, index, None, "bad_json",
-                                   f"line {index + 1} is not valid JSON ({exc.msg}, column {exc.colno})")
-
-
-def _jsonl_rows(path: Path) -> Rows:
-    with _open_text(path) as fh:
-        yield from _jsonl_lines(fh, str(path))
-
-
 def _json_rows(path: Path) -> Rows:
     """Rows of a .json file: a list of rows or {"data": [...]}; JSON lines saved as .json also work."""
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         text = fh.read()
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         if exc.msg == "Extra data":  # several top-level values: it is really JSON lines
-            return _jsonl_lines(text.splitlines(), str(path))
+            return iter_jsonl_lines(text.splitlines(), str(path))
         raise DataError(str(path), None, None, "bad_json",
                         f"the file is not valid JSON ({exc.msg}, line {exc.lineno}, column {exc.colno})") from None
     if isinstance(data, dict) and isinstance(data.get("data"), list):
@@ -156,7 +132,7 @@ def open_source(source: Any, split: str = "train") -> Source:
         name = path.name.lower().removesuffix(".gz")
         stem = path.name.split(".")[0]
         if name.endswith(_JSONL_SUFFIXES):
-            return Source(_jsonl_rows(path), str(path), stem, "file")
+            return Source(iter_jsonl(path), str(path), stem, "file")
         if name.endswith(".json"):
             return Source(_json_rows(path), str(path), stem, "file")
         if name.endswith(".parquet"):
@@ -236,24 +212,6 @@ def load_pairs(source: str | os.PathLike | list[dict], *, format: str = "auto", 
     if kind == "hub":
         manifest.extra["split"] = split
     return LoadResult(pairs=pairs, manifest=manifest)
-
-
-def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> None:
-    """Run `write(fh)` on a temporary file beside `path`, fsync it, then move it into place, so
-    readers (or a crash) never see a half-written file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            write(fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def write_pairs(pairs: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:

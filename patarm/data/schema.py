@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from patarm.io import DataError, write_json
+
+__all__ = ["DataError", "Manifest", "Message", "Messages", "PreferencePair"]
+
 Message = dict[str, str]  # {"role": "user"|"assistant"|"system", "content": str}
+Messages = list[Message]  # a chat: the one spelling of "list of messages" in the package
 
 
 @dataclass
@@ -50,20 +54,6 @@ class PreferencePair:
         )
 
 
-class DataError(ValueError):
-    """A malformed input row. The message names the file, the row (0-based) and the field."""
-
-    def __init__(self, path: str, row: int | None, field_name: str | None, reason: str, message: str):
-        self.path, self.row, self.field, self.reason = path, row, field_name, reason
-        where = f"{path}" + (f", row {row}" if row is not None else "") + (
-            f", field '{field_name}'" if field_name else ""
-        )
-        super().__init__(
-            f"{where}: {message} (reason: {reason}). Fix the row, or pass on_error='skip' "
-            "(--on-error skip) to skip such rows and count them in the manifest."
-        )
-
-
 @dataclass
 class Manifest:
     """Accounts for every input row: rows_in == rows_out + sum(dropped.values())."""
@@ -92,5 +82,5 @@ class Manifest:
         }
 
     def write(self, path: str) -> None:
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(self.to_dict(), fh, indent=2, sort_keys=True)
+        """Write the manifest as JSON, atomically."""
+        write_json(self.to_dict(), path)

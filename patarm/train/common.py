@@ -33,7 +33,7 @@ def build_tiny_base(texts: Iterable[str], out_dir: str | os.PathLike, tiny: Tiny
     Only the main process writes; the others wait and then load the same files."""
     from accelerate import PartialState
 
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     tiny = tiny or TinyModelArguments()
     state = PartialState()

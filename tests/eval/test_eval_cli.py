@@ -62,7 +62,7 @@ def test_shipped_eval_configs_parse(config):
 
 @pytest.fixture(scope="module")
 def tiny_judge(tmp_path_factory):
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     path = tmp_path_factory.mktemp("judge")
     texts = ["<rubric>1. correct</rubric>\n<eval>the answer is right</eval>\n<score>7</score>"] * 30

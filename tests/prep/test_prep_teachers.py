@@ -63,7 +63,7 @@ def test_hf_teacher_caches_per_chunk(tmp_path):
 
 def test_hf_teacher_with_a_tiny_local_model(tmp_path):
     from patarm.judge.backends import GenerationOptions, HFBackend
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     model, tokenizer = build_tiny_judge(["judge the response <score>5</score>"] * 8, vocab_size=300)
     teacher = HFTeacher(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=6)), model_id="tiny",

@@ -66,7 +66,7 @@ def test_turn_limit_forces_final_answer_and_falls_back_on_verifier_evidence():
 
 
 def test_transformers_backend_runs_the_loop():
-    from patarm.tiny import build_tiny_judge
+    from patarm.models.tiny import build_tiny_judge
 
     model, tokenizer = build_tiny_judge([SAMPLE["prompt"], json.dumps(TOOLS)] + SAMPLE["candidates"], vocab_size=400)
     chat = HFChat(model, tokenizer, max_new_tokens=8)

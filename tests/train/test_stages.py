@@ -9,7 +9,7 @@ from patarm.data import load_pairs
 from patarm.data.rl import pairs_to_judge_rows
 from patarm.data.schema import DataError
 from patarm.judge import load_template
-from patarm.tiny import build_tiny_judge
+from patarm.models.tiny import build_tiny_judge
 from patarm.train.sft import load_sft_rows
 from patarm.train.truncate import MARKER, truncate_judge_rows
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from patarm.tiny import (
+from patarm.models.tiny import (
     DEFAULT_SPECIAL_TAGS,
     build_tiny_judge,
     build_tiny_qwen3,

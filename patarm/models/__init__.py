@@ -1,0 +1,85 @@
+"""Model specs: what a `model_name_or_path` may be, resolved to something transformers can load.
+
+A spec is one of
+
+* a local folder or a Hugging Face hub id (`Qwen/Qwen3-8B`): used as is;
+* `tiny` or `tiny:hidden_size=64,num_layers=2,vocab_size=512`: a small random-init Qwen3 with a BPE
+  tokenizer trained on the run's own text (`patarm.models.tiny`), built offline into
+  `<output_dir>/tiny-base` (tests and CPU recipes; no download).
+
+`resolve_model` turns a spec into a folder or hub id; `load_causal_lm` loads the model and tokenizer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+TINY = "tiny"
+# The tiny builder's knobs a spec may set, with their types.
+TINY_FIELDS = {"hidden_size": int, "num_layers": int, "num_heads": int, "num_kv_heads": int,
+               "intermediate_size": int, "vocab_size": int}
+
+
+def parse_tiny_spec(spec: str) -> dict[str, int] | None:
+    """The builder arguments of a `tiny[:k=v,...]` spec; None when `spec` is not a tiny spec."""
+    if spec != TINY and not spec.startswith(TINY + ":"):
+        return None
+    options: dict[str, int] = {}
+    for part in filter(None, spec.partition(":")[2].split(",")):
+        key, sep, value = part.partition("=")
+        key = key.strip()
+        if not sep or key not in TINY_FIELDS:
+            raise ValueError(f"model spec {spec!r}: {part!r} is not key=value with a key in {sorted(TINY_FIELDS)}")
+        try:
+            options[key] = TINY_FIELDS[key](value)
+        except ValueError:
+            raise ValueError(f"model spec {spec!r}: {key} must be an integer, got {value!r}") from None
+    return options
+
+
+def build_tiny(spec: str, texts: Iterable[str], out_dir: str | os.PathLike, seed: int = 0) -> str:
+    """Build the tiny model of `spec` into `out_dir` (only the main process writes; the others wait)."""
+    from accelerate import PartialState
+
+    from patarm.models.tiny import build_tiny_judge
+
+    options = parse_tiny_spec(spec) or {}
+    state = PartialState()
+    with state.main_process_first():
+        if state.is_main_process:
+            build_tiny_judge(list(texts), out_dir, seed=seed, **options)
+    return str(out_dir)
+
+
+def resolve_model(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.PathLike | None = None,
+                  seed: int = 0) -> str:
+    """A folder or hub id for `spec`; a tiny spec is built from `texts` under `<output_dir>/tiny-base`."""
+    if parse_tiny_spec(spec) is not None:
+        return build_tiny(spec, texts, Path(output_dir or "runs") / "tiny-base", seed)
+    return spec
+
+
+def load_tokenizer(path: str, padding_side: str = "left") -> Any:
+    """A tokenizer with a pad token (the eos token when it has none)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side=padding_side)
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_causal_lm(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.PathLike | None = None,
+                   seed: int = 0, dtype: str | None = None, **model_kwargs: Any) -> tuple[Any, Any]:
+    """(causal LM, left-padding tokenizer) for a model spec."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    path = resolve_model(spec, texts=texts, output_dir=output_dir, seed=seed)
+    tokenizer = load_tokenizer(path)
+    if dtype not in (None, "auto"):
+        model_kwargs["dtype"] = getattr(torch, dtype)
+    model = AutoModelForCausalLM.from_pretrained(path, **model_kwargs)
+    return model, tokenizer
