@@ -1,24 +1,46 @@
 """Export a trained judge to the Hugging Face format: safetensors weights (LoRA merged), tokenizer
 with its chat template, generation config, and a model card with the training config, rubric mode,
-margin function and the latest evaluation results.
+margin function and, when given, evaluation results.
 
-    patarm export CHECKPOINT OUT [--push-to-hub REPO] [--eval-results metrics.json]
+    patarm export [--checkpoint {run_dir}/grpo] [--output {run_dir}/export] [--push_to_hub REPO]
+
+It reads only what training wrote: the saved judge and its `patarm_config.json`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CONFIG_FILE = "patarm_config.json"
+from patarm.config import RunArguments
+from patarm.io import write_json
+from patarm.models.settings import RUN_CONFIG_FILE, read_run_config
+
+
+@dataclass
+class ExportArguments(RunArguments):
+    """Export a trained judge to the Hugging Face format."""
+
+    checkpoint: str = field(default="{run_dir}/grpo", metadata={"path": "input", "help":
+                            "the trained judge folder (a stage's output_dir or a checkpoint-N inside it)"})
+    output: str = field(default="{run_dir}/export", metadata={"help": "the export folder"})
+    overwrite: bool = field(default=False, metadata={"help": "replace an existing, non-empty output folder"})
+    push_to_hub: str | None = field(default=None, metadata={"help": "also push to this hub repo id"})
+    eval_results: str | None = field(default=None, metadata={"path": "input", "help":
+                                     "a metrics.json (e.g. of `patarm eval`) to put in the model card"})
 
 
 def _load(checkpoint: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if not checkpoint.is_dir():
+        raise FileNotFoundError(f"checkpoint {checkpoint} is not a folder; export a trained judge folder "
+                                "(e.g. {run_dir}/grpo, written by `patarm grpo`)")
+    if not any((checkpoint / name).is_file() for name in ("config.json", "adapter_config.json")):
+        raise FileNotFoundError(f"{checkpoint} holds no saved model (no config.json or adapter_config.json)")
     if (checkpoint / "adapter_config.json").is_file():
         from peft import AutoPeftModelForCausalLM
 
@@ -53,9 +75,13 @@ def model_card(config: dict[str, Any], eval_results: dict[str, Any] | None) -> s
 
 
 def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = None,
-           eval_results: dict[str, Any] | None = None) -> Path:
-    """Write the export to `out` (built in a temporary folder, then moved into place)."""
+           eval_results: dict[str, Any] | None = None, overwrite: bool = False) -> Path:
+    """Write the export to `out` (built in a temporary folder, then moved into place). An existing,
+    non-empty `out` is replaced only with `overwrite`."""
     checkpoint, out = Path(checkpoint), Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise FileExistsError(f"export folder {out} exists and is not empty; pass --overwrite to replace it, "
+                              "or choose another --output")
     model, tokenizer = _load(checkpoint)
     tmp = out.with_name(out.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -63,11 +89,8 @@ def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = No
     tokenizer.save_pretrained(tmp)
     if model.generation_config is not None:
         model.generation_config.save_pretrained(tmp)
-    config_path = checkpoint / CONFIG_FILE
-    config = json.loads(config_path.read_text()) if config_path.is_file() else {}
-    if eval_results is None and (checkpoint / "eval_results.json").is_file():
-        eval_results = json.loads((checkpoint / "eval_results.json").read_text())
-    (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=2, default=str))
+    config = read_run_config(checkpoint) or read_run_config(checkpoint.parent)  # checkpoint-N: its run's config
+    write_json(config, tmp / RUN_CONFIG_FILE)
     (tmp / "README.md").write_text(model_card(config, eval_results))
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)
@@ -80,12 +103,10 @@ def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = No
     return out
 
 
-def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(prog="patarm export", description="Export a judge checkpoint to the HF format.")
-    parser.add_argument("checkpoint")
-    parser.add_argument("out")
-    parser.add_argument("--push-to-hub", metavar="REPO", default=None)
-    parser.add_argument("--eval-results", metavar="JSON", default=None, help="metrics.json to put in the model card")
-    ns = parser.parse_args(argv)
-    results = json.loads(Path(ns.eval_results).read_text()) if ns.eval_results else None
-    print(export(ns.checkpoint, ns.out, ns.push_to_hub, results))
+
+def main(args: ExportArguments) -> Path:
+    """`patarm export` on parsed arguments."""
+    from patarm.io import read_json
+
+    results = read_json(args.eval_results) if args.eval_results else None
+    return export(args.checkpoint, args.output, args.push_to_hub, results, overwrite=args.overwrite)

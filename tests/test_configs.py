@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patarm.config import parse_config
+from patarm.config import ConfigError, expand_run_dir
 from patarm.sampling import check_pair_batching
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ROOT / "configs"
 SFT = sorted((CONFIGS / "sft").glob("*.yaml"))
+OTHER_STAGES = sorted(p for kind in ("bt", "export", "eval") for p in (CONFIGS / kind).glob("*.yaml"))
 GRPO = sorted((CONFIGS / "grpo").glob("*.yaml"))
 ABLATIONS = sorted((CONFIGS / "ablations").glob("*.yaml"))
 ACCELERATE = sorted((CONFIGS / "accelerate").glob("*.yaml"))
@@ -30,9 +31,9 @@ EXPECTED_ABLATIONS = {
     "rubric-adaptive": {"rubric_mode": "adaptive"},
     "f-graded": {"margin": "graded"},
     "f-constant": {"margin": "constant"},
-    "noise-10": {"train_file": "data/patarm/rl-noise-10/pairs.jsonl"},
-    "noise-20": {"train_file": "data/patarm/rl-noise-20/pairs.jsonl"},
-    "noise-50": {"train_file": "data/patarm/rl-noise-50/pairs.jsonl"},
+    "noise-10": {"train_file": "runs/paper/prep/noise_10/pairs.jsonl"},   # configs/prep/label-noise.yaml writes them
+    "noise-20": {"train_file": "runs/paper/prep/noise_20/pairs.jsonl"},
+    "noise-50": {"train_file": "runs/paper/prep/noise_50/pairs.jsonl"},
     "sft-only": {"num_train_epochs": 0},
     "sft-grpo": {"num_train_epochs": 1, "margin": "graded", "rubric_mode": "adaptive"},
 }
@@ -44,21 +45,19 @@ def _rel(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def stage_types():
-    """The dataclasses of each stage; trl is imported here, once. The GPU recipes say bf16: true, which
-    TrainingArguments refuses on a machine without a bf16 GPU, so that probe answers yes while parsing."""
-    from trl import ModelConfig, SFTConfig
-
-    from patarm.train.grpo import JudgeDataArguments, PaTaRMGRPOConfig
-    from patarm.train.sft import SFTDataArguments
+    """The training stages, parsed as `patarm <stage>` parses them; trl is imported here, once. The GPU recipes
+    say bf16: true, which TrainingArguments refuses on a machine without a bf16 GPU, so that probe answers yes."""
+    import patarm.cli.train  # noqa: F401  (imports trl)
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("transformers.training_args.is_torch_bf16_gpu_available", lambda *a, **k: True)
-        yield {"sft": (SFTDataArguments, SFTConfig, ModelConfig),
-               "grpo": (JudgeDataArguments, PaTaRMGRPOConfig, ModelConfig)}
+        yield {"sft": "sft", "grpo": "grpo"}
 
 
-def _load(types, *paths: Path):
-    return parse_config(types, [a for p in paths for a in ("--config", str(p))])
+def _load(stage: str, *paths: Path):
+    from patarm.cli.train import parse
+
+    return parse(stage, [a for p in paths for a in ("--config", str(p))])
 
 
 def _value(parsed, key):
@@ -70,7 +69,9 @@ def _value(parsed, key):
 
 def _assert_file_values(parsed, path: Path):
     """Every key a file sets arrives in the dataclasses with that value (later files win, so check the last)."""
+    run_dir = _value(parsed, "run_dir")
     for key, value in yaml.safe_load(path.read_text()).items():
+        value = expand_run_dir(value, run_dir)
         got = _value(parsed, key)
         if key == "report_to":
             assert sorted(got) == sorted(value), (path.name, key)
@@ -95,7 +96,7 @@ def test_sft_config_loads(stage_types, path):
     _assert_file_values(parsed, path)
     assert args.assistant_only_loss and data.train_files
     if path.stem == "tiny":
-        assert model_args.model_name_or_path == "tiny" and args.use_cpu and not args.bf16
+        assert model_args.model_name_or_path.startswith("tiny") and args.use_cpu and not args.bf16
         assert not args.gradient_checkpointing
     else:
         assert model_args.model_name_or_path.startswith("Qwen/Qwen3-")
@@ -120,9 +121,10 @@ def test_grpo_config_loads_and_keeps_pairs_whole(stage_types, path):
         assert args.bf16 and args.gradient_checkpointing and args.num_train_epochs == 1
         assert args.gradient_accumulation_steps == args.steps_per_generation  # one optimizer step per generation
         assert set(args.report_to) >= {"wandb", "tensorboard"}
-        assert model_args.model_name_or_path == f"runs/sft-{path.stem}"  # GRPO starts from the SFT judge
-        sft_recipe = yaml.safe_load((CONFIGS / "sft" / f"{path.stem}.yaml").read_text())
-        assert sft_recipe["output_dir"] == model_args.model_name_or_path
+        assert model_args.model_name_or_path == f"runs/paper/sft-{path.stem}"  # GRPO starts from the SFT judge
+        sft_args = _load("sft", CONFIGS / "sft" / f"{path.stem}.yaml")[1]
+        assert sft_args.output_dir == model_args.model_name_or_path
+        assert data.train_file == "runs/paper/prep/rl/pairs.jsonl"  # what configs/prep/paper.yaml's rl step writes
 
 
 @pytest.mark.parametrize("path", ABLATIONS, ids=lambda p: p.stem)
@@ -146,14 +148,14 @@ def test_ablation_arms_write_to_different_folders():
     assert len(set(outs)) == len(outs)
 
 
-@pytest.mark.parametrize("path", SFT + GRPO + ABLATIONS + ACCELERATE, ids=_rel)
+@pytest.mark.parametrize("path", SFT + GRPO + OTHER_STAGES + ABLATIONS + ACCELERATE, ids=_rel)
 def test_first_line_is_the_command(path):
     first = path.read_text().splitlines()[0]
     assert first.startswith("#"), f"{_rel(path)}: the first line must be a comment with the command"
     assert _rel(path) in first, f"{_rel(path)}: the first line must name the file in its command"
     kind = path.parent.name
-    if kind in ("sft", "grpo"):
-        assert f"patarm {kind}" in first or "patarm quickstart" in first
+    if kind in ("sft", "grpo", "bt", "export", "eval"):
+        assert f"patarm {kind}" in first
     elif kind == "ablations":
         assert f"patarm grpo --config {_rel(BASE_RECIPE)} --config {_rel(path)}" in first
     else:
@@ -162,11 +164,15 @@ def test_first_line_is_the_command(path):
         assert (ROOT / ref).is_file(), f"{_rel(path)}: its command names {ref}, which does not exist"
 
 
-def test_unknown_key_raises_naming_the_file(stage_types, tmp_path):
+def test_unknown_key_raises_naming_the_file_and_the_nearest_key(stage_types, tmp_path):
     bad = tmp_path / "typo.yaml"
     bad.write_text("# patarm grpo --config typo.yaml\nlearning_rat: 1.0e-5\n")
-    with pytest.raises(ValueError, match=r"typo\.yaml.*learning_rat"):
+    with pytest.raises(ConfigError, match=r"typo\.yaml: unknown key 'learning_rat' \(did you mean 'learning_rate'\?\)"):
         _load(stage_types["grpo"], CONFIGS / "grpo" / "tiny.yaml", bad)
+    with pytest.raises(ConfigError, match=r"unknown option '--lerning_rate' \(did you mean '--learning_rate'\?\)"):
+        from patarm.cli.train import parse
+
+        parse("grpo", ["--config", str(CONFIGS / "grpo" / "tiny.yaml"), "--lerning_rate", "1"])
 
 
 # With a DeepSpeed config file, accelerate refuses these accelerate-config fields (they belong in the JSON).

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from patarm.data.schema import PreferencePair
-from patarm.synthetic import (
+from patarm.demo.synthetic import (
     CONSTRAINT_KINDS,
     DEMO_PATH,
     Constraint,

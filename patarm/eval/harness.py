@@ -2,8 +2,8 @@
 
 Output folder layout (one sub-folder per benchmark, so several benchmarks share one --output):
 ``<out>/<benchmark>/samples.jsonl`` (one line per item: the official record fields, the outcome, the raw
-judge outputs), ``<out>/<benchmark>/metrics.json``, ``<out>/judgments.jsonl`` (the judgment cache,
-shared by all benchmarks of the run) and ``<out>/metrics.json`` (every benchmark's metrics).
+judge outputs), ``<out>/<benchmark>/metrics.json``, ``<out>/cache.sqlite`` (the judgment cache, shared
+by all benchmarks of the run) and ``<out>/metrics.json`` (every benchmark's metrics).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from patarm.eval import registry
-from patarm.eval.draw import Drawer
+from patarm.backends.cache import CachedBackend, CacheStats
 from patarm.eval.judging import JudgeOptions, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
 
@@ -37,12 +37,12 @@ def limit_items(items: list[dict], limit: int | None) -> list[dict]:
     return interleaved[:limit]
 
 
-def judge_items(bench_name: str, items: list[dict], drawer: Drawer, opts: JudgeOptions) -> list:
+def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list:
     """Judge `items` of the benchmark `bench_name` (see `patarm.eval.judging`)."""
     bench = registry.get(bench_name)
     check_options(bench, items, opts)
     judge = judge_pairwise if opts.mode == "pairwise" else judge_pointwise
-    return judge(bench, items, drawer, opts)
+    return judge(bench, items, backend, opts)
 
 
 def _count_outputs(judged: list, mode: str) -> tuple[int, int]:
@@ -57,7 +57,7 @@ def _count_outputs(judged: list, mode: str) -> tuple[int, int]:
     return total, invalid
 
 
-def run_info(judged: list, opts: JudgeOptions, drawer: Drawer, items: list[dict], bench: Any) -> dict[str, Any]:
+def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
     """Judge-call accounting and judging diagnostics for metrics.json."""
     total, invalid = _count_outputs(judged, opts.mode)
     per_draw = 2 if opts.mode == "pairwise" else 1
@@ -66,7 +66,7 @@ def run_info(judged: list, opts: JudgeOptions, drawer: Drawer, items: list[dict]
     else:
         fixed = sum(opts.num_samples * len(it["candidates"]) for it in items)
     info = {**asdict(opts), "items": len(items), "judge_calls": total, "judge_calls_fixed_n": fixed,
-            "calls_saved": 1 - total / fixed if fixed else 0.0, "generated": drawer.stats.generated,
+            "calls_saved": 1 - total / fixed if fixed else 0.0, "generated": backend.stats.generated,
             "invalid_judgments": invalid, "invalid_rate": 100.0 * invalid / total if total else 0.0}
     consistent = [c for j in judged for c in j.consistent]
     if opts.mode == "pairwise":
@@ -74,18 +74,18 @@ def run_info(judged: list, opts: JudgeOptions, drawer: Drawer, items: list[dict]
     return info
 
 
-def run_benchmark(bench_name: str, items: list[dict], drawer: Drawer, opts: JudgeOptions, out_dir: Path,
+def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions, out_dir: Path,
                   tie_policy: str | None = None) -> dict[str, Any]:
     """Judge and score one benchmark; write its samples.jsonl and metrics.json under `out_dir`/<name>."""
     bench = registry.get(bench_name)
     check_tie_policy(tie_policy)
-    drawer.desc = bench_name
+    backend.desc, backend.stats = bench_name, CacheStats()  # this benchmark's own counts
     start = time.perf_counter()
-    judged = judge_items(bench_name, items, drawer, opts)
+    judged = judge_items(bench_name, items, backend, opts)
     records = [j.record for j in judged]
     metrics = bench.score(records, tie_policy=tie_policy)
     result = {"benchmark": bench_name, "headline": bench.headline(metrics), "metrics": metrics,
-              "run": {**run_info(judged, opts, drawer, items, bench), "tie_policy": tie_policy,
+              "run": {**run_info(judged, opts, backend, items, bench), "tie_policy": tie_policy,
                       "seconds": round(time.perf_counter() - start, 3)}}
     bench_dir = Path(out_dir) / bench_name
     bench_dir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,9 @@
 """JudgeBench (ScalerLab/JudgeBench): pair accuracy with both presentation orders, as ``compute_final_metrics``.
 
-Record: ``{"pair_id", "source", "label": "A>B"|"B>A", "decisions": [d_AB, d_BA]}`` where d_BA is the
-decision exactly as the judge gave it for the swapped order (B shown first); each slot is a decision
-("A>B", "B>A", "A=B", null) or a list of n decisions (voting@n); one slot means a single game.
+Record: ``{"pair_id", "source", "label": "A>B"|"B>A", "decisions": [d_AB, d_BA]}`` where the label is
+JudgeBench's own spelling and d_BA is the decision exactly as the judge gave it for the swapped order (B
+shown first); each slot is a decision ("A", "B", "tie", null — `patarm.judge.decisions`) or a list of n
+decisions (voting@n); one slot means a single game.
 Each decision (d_BA flipped back) counts +1 if it equals the label, -1 if it is the opposite, 0 for a
 tie or a missing decision; a pair is correct when the sum is > 0. Metrics in percent:
 ``{"overall", "knowledge", "reasoning", "math", "coding"}`` over the categories present, by source
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from patarm.eval.records import RecordError, data_files, load_hub, mean, need, pct, read_rows, user_prompt
-from patarm.eval.voting import DECISIONS, as_list, compact, from_scores, vote
+from patarm.eval.voting import as_list, compact
+from patarm.judge.decisions import A, DECISIONS, from_scores, vote
 
 NAME = "judgebench"
 HUB_ID = "ScalerLab/JudgeBench"
@@ -24,6 +26,7 @@ HUB_ID = "ScalerLab/JudgeBench"
 CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
               ("livecodebench", "coding"))
 JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}
+LABELS = {"A>B": "A", "B>A": "B"}  # JudgeBench spells the better response "A>B"
 _MODEL_IN_NAME = re.compile(r"response_model=([^,]+?)(?:,|\.jsonl$)")
 
 
@@ -55,7 +58,7 @@ def item_result(record: dict, tie_policy: str | None = None) -> bool:
     """Whether the pair is judged correctly: the label-signed vote over all decisions is > 0."""
     slots = record["decisions"]
     v = vote(as_list(slots[0]), as_list(slots[1]) if len(slots) > 1 else ())
-    return (v if record["label"] == "A>B" else -v) > 0
+    return (v if LABELS[record["label"]] == A else -v) > 0
 
 
 def _accuracies(records: Sequence[dict]) -> dict[str, float]:
@@ -123,3 +126,22 @@ def make_record(item: dict, scores: Sequence[float | None] | None = None,
         in_order, swapped = decisions[(0, 1)]
         record["decisions"] = [compact(in_order), compact(swapped)] if swapped else [compact(in_order)]
     return record
+
+
+# ----------------------------------------------------------------------------- reporting (patarm.eval.report)
+
+
+def report_bars(metrics: dict[str, Any]) -> dict[str, float]:
+    """Per-category accuracies, for the report's bar chart."""
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def report_scores(records: Sequence[dict]) -> tuple[list, list]:
+    """(scores given to the better response, scores given to the other) of pointwise records."""
+    good, bad = [], []
+    for r in records:
+        if "score_A" in r:
+            first_better = LABELS[r["label"]] == A
+            good.append(r["score_A"] if first_better else r["score_B"])
+            bad.append(r["score_B"] if first_better else r["score_A"])
+    return good, bad

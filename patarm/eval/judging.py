@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Callable
 
-from patarm.eval.draw import Drawer
-from patarm.eval.voting import flip, from_judgment, from_scores, mean_score, should_stop
+from patarm.backends import CachedBackend
+from patarm.eval.voting import mean_score, should_stop
+from patarm.judge.decisions import A, B, flip, from_scores
 from patarm.judge import Judgment, load_template, parse_judgment, render_pairwise, render_pointwise
 
 Comparison = tuple[int, int]
@@ -32,6 +33,7 @@ class JudgeOptions:
     confidence: float = 1.0  # adaptive only: 1.0 stops only when the outcome can no longer change
     template: str | None = None  # judge prompt template; default "pointwise" / "pairwise" by mode
     rubric_mode: str | None = None
+    seed: int | None = 0  # sample k of a prompt is drawn with seed + k
 
 
 @dataclass
@@ -88,10 +90,10 @@ def adaptive_rounds(units: list[Any], max_draws: int, draw_round: Callable[[int,
 
 
 def _count(decisions: list[str | None]) -> tuple[int, int]:
-    return sum(d == "A>B" for d in decisions), sum(d == "B>A" for d in decisions)
+    return sum(d == A for d in decisions), sum(d == B for d in decisions)
 
 
-def judge_pointwise(bench: ModuleType, items: list[dict], drawer: Drawer, opts: JudgeOptions) -> list[Judged]:
+def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list[Judged]:
     """Score every candidate of every item; build records by the voting rule."""
     template = load_template(opts.template or "pointwise", rubric_mode=opts.rubric_mode)
     prompts = [[render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain")) for c in it["candidates"]]
@@ -100,7 +102,7 @@ def judge_pointwise(bench: ModuleType, items: list[dict], drawer: Drawer, opts: 
     n = opts.num_samples
 
     def fetch(requests: list[tuple[int, int, int]]) -> None:  # (item, candidate, sample index)
-        texts = drawer.draw([(prompts[i][c], k) for i, c, k in requests])
+        texts = backend.draw([(prompts[i][c], k) for i, c, k in requests], seed=opts.seed)
         for (i, c, _), text in zip(requests, texts):
             js[i][c].append(parse_judgment(text, template))
 
@@ -151,7 +153,7 @@ def win_counts(per_candidate: list[list[float | None]]) -> list[float]:
     return wins
 
 
-def judge_pairwise(bench: ModuleType, items: list[dict], drawer: Drawer, opts: JudgeOptions) -> list[Judged]:
+def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list[Judged]:
     """Judge every comparison of every item in both presentation orders; votes decide."""
     template = load_template(opts.template or "pairwise", rubric_mode=opts.rubric_mode)
     units = [(i, c) for i, it in enumerate(items) for c in bench.comparisons(it)]
@@ -166,14 +168,14 @@ def judge_pairwise(bench: ModuleType, items: list[dict], drawer: Drawer, opts: J
 
     def draw_round(r: int, open_units: list) -> None:
         requests = [(prompts[u][o], r) for u in open_units for o in (0, 1)]
-        texts = drawer.draw(requests)
+        texts = backend.draw(requests, seed=opts.seed)
         for k, u in enumerate(open_units):
             for o in (0, 1):
                 js[u][o].append(parse_judgment(texts[2 * k + o], template))
 
     def decisions(u: Any, drawn: int) -> tuple[list, list]:
-        return ([from_judgment(j.decision) for j in js[u][0][:drawn]],
-                [from_judgment(j.decision) for j in js[u][1][:drawn]])
+        return ([j.decision for j in js[u][0][:drawn]],
+                [j.decision for j in js[u][1][:drawn]])
 
     def tally(u: Any, drawn: int) -> tuple[int, int]:
         ab, ba = decisions(u, drawn)

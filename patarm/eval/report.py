@@ -2,20 +2,17 @@
 
 Plots (matplotlib, Agg backend, written beside each benchmark's samples): ``subsets.png`` (per-subset /
 per-domain bars), ``scores.png`` (histogram of the scores given to the preferred vs the other response,
-pointwise runs) and, for RM-Bench, ``rmbench_matrix.png`` (the 3x3 chosen-vs-rejected accuracy matrix).
+pointwise runs) and a benchmark's own plots (`report_plots` in its module, e.g. RM-Bench's 3x3 matrix).
+What to plot per benchmark comes from its module (`report_bars`, `report_scores`): no benchmark names here.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from patarm.eval import registry
-
-VARIANTS = ("concise", "detailed", "markdown")
-
 
 def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
     """{"chat": {"hard": 1}} → {"chat.hard": 1}: one row per number for tables."""
@@ -57,35 +54,6 @@ def _read_samples(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
-def score_pairs(name: str, records: Sequence[dict]) -> tuple[list[float], list[float]]:
-    """(scores of preferred responses, scores of the others) from pointwise records; missing ones skipped."""
-    good: list[Any] = []
-    bad: list[Any] = []
-    for r in records:
-        if name == "rmbench" and "score_chosen" in r:
-            good += r["score_chosen"]
-            bad += r["score_rejected"]
-        elif name == "rewardbench" and "score_chosen" in r:
-            good.append(r["score_chosen"])
-            bad.append(r["score_rejected"])
-        elif name == "rewardbench2" and "scores" in r:
-            good += r["scores"][:r["num_correct"]]
-            bad += r["scores"][r["num_correct"]:]
-        elif name == "judgebench" and "score_A" in r:
-            a, b = r["score_A"], r["score_B"]
-            good.append(a if r["label"] == "A>B" else b)
-            bad.append(b if r["label"] == "A>B" else a)
-    return [x for x in good if x is not None], [x for x in bad if x is not None]
-
-
-def _bars(metrics: dict[str, Any], name: str) -> dict[str, float]:
-    if name == "rmbench":
-        return {k: v["avg"] for k, v in metrics.items() if isinstance(v, dict)}
-    if name == "rewardbench":
-        return dict(metrics.get("subsets", {}))
-    return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
-
-
 def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], out_dir: Path,
                    tie_policy: str | None = None) -> list[Path]:
     """Write this benchmark's PNG plots into `out_dir`; returns their paths."""
@@ -94,8 +62,9 @@ def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], 
     matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
 
+    bench = registry.get(name)
     written = []
-    bars = _bars(metrics, name)
+    bars = bench.report_bars(metrics)
     if bars:
         fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(bars) + 2), 3.5))
         ax.bar(list(bars), list(bars.values()), color="#4C72B0")
@@ -104,7 +73,7 @@ def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], 
         ax.set_title(f"{name}: per subset")
         ax.tick_params(axis="x", rotation=60, labelsize=8)
         written.append(_save(fig, out_dir / "subsets.png"))
-    good, bad = score_pairs(name, records)
+    good, bad = (list(filter(lambda x: x is not None, side)) for side in bench.report_scores(records))
     if good or bad:
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ax.hist([good, bad], bins=20, label=["preferred (chosen / correct)", "other (rejected)"],
@@ -114,24 +83,9 @@ def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], 
         ax.set_title(f"{name}: score distributions")
         ax.legend(fontsize=8)
         written.append(_save(fig, out_dir / "scores.png"))
-    if name == "rmbench" and records:
-        written.append(_heatmap(registry.get("rmbench").mean_matrix(records, tie_policy), out_dir, plt))
+    if hasattr(bench, "report_plots"):  # a benchmark's own plots (RM-Bench's style matrix)
+        written += bench.report_plots(records, out_dir, tie_policy, plt)
     return written
-
-
-def _heatmap(matrix: list[list[float]], out_dir: Path, plt: Any) -> Path:
-    fig, ax = plt.subplots(figsize=(4.2, 3.6))
-    image = ax.imshow([[100 * x for x in row] for row in matrix], vmin=0, vmax=100, cmap="viridis")
-    for i, row in enumerate(matrix):
-        for j, x in enumerate(row):
-            ax.text(j, i, f"{100 * x:.1f}", ha="center", va="center", color="white" if x < 0.6 else "black")
-    ax.set_xticks(range(3), VARIANTS)
-    ax.set_yticks(range(3), VARIANTS)
-    ax.set_xlabel("rejected response style")
-    ax.set_ylabel("chosen response style")
-    ax.set_title("RM-Bench accuracy (%)\nhard: above the diagonal", fontsize=9)
-    fig.colorbar(image, ax=ax)
-    return _save(fig, out_dir / "rmbench_matrix.png")
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -210,23 +164,20 @@ def compare(run_dirs: Sequence[str | Path]) -> str:
     return "\n".join(sections)
 
 
-def compare_main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="patarm eval compare", description="Side-by-side metrics of several runs.")
-    p.add_argument("runs", nargs="+", help="output folders of `patarm eval` runs")
-    p.add_argument("--output", help="also write the markdown to this file")
-    p.add_argument("--plot", help="also write a PNG of the headline scores side by side")
-    a = p.parse_args(argv)
-    text = compare(a.runs)
-    if a.plot:
-        plot_compare(a.runs, a.plot)
-    if a.output:
-        Path(a.output).write_text(text, encoding="utf-8")
-    print(text)
-
-
-def report_main(argv: list[str]) -> None:
-    p = argparse.ArgumentParser(prog="patarm eval report", description="Re-write a run's report.md and plots.")
-    p.add_argument("run", help="output folder of a `patarm eval` run")
-    p.add_argument("--no-plots", action="store_true")
-    a = p.parse_args(argv)
-    print(write_report(a.run, plots=not a.no_plots))
+def console_summary(results: dict[str, Any], output: str | Path) -> str:
+    """A few lines for the terminal: each benchmark's headline beside its share of invalid judgments
+    (a headline of 0 with most judgments unparseable says so), and where the report is."""
+    lines = []
+    for name, result in results.items():
+        run = result.get("run", {})
+        invalid = run.get("invalid_rate", 0.0)
+        line = (f"{name}: {_fmt(result.get('headline'))}  ({run.get('items')} items, "
+                f"{100 - invalid:.1f}% of {run.get('judge_calls')} judgments valid")
+        if run.get("truncated_prompts"):
+            line += f", {run['truncated_prompts']} prompts truncated"
+        line += ")"
+        if invalid >= 50:
+            line += f"\n  note: {invalid:.0f}% of the judgments could not be parsed; they count as wrong/ties"
+        lines.append(line)
+    lines.append(f"report: {Path(output) / 'report.md'}")
+    return "\n".join(lines)

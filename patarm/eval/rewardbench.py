@@ -21,7 +21,8 @@ import yaml
 from patarm.eval.records import (
     RecordError, check_tie_policy, data_files, load_hub, mean, need, pct, read_rows, user_prompt,
 )
-from patarm.eval.voting import as_list, compact, vote
+from patarm.eval.voting import as_list, compact
+from patarm.judge.decisions import DECISIONS, vote
 
 NAME = "rewardbench"
 HUB_ID, HUB_SPLIT = "allenai/reward-bench", "filtered"
@@ -44,8 +45,8 @@ def validate(record: dict) -> None:
             raise RecordError("decisions", f"expected [d_AB] or [d_AB, d_BA], got {len(slots)} entries")
         for slot in slots:
             for d in as_list(slot):
-                if d not in ("A>B", "B>A", "A=B", None):
-                    raise RecordError("decisions", f"{d!r} is not one of 'A>B', 'B>A', 'A=B', null")
+                if d not in (*DECISIONS, None):
+                    raise RecordError("decisions", f"{d!r} is not one of {DECISIONS} or null")
         return
     for field in ("score_chosen", "score_rejected"):
         if record.get(field) is not None:
@@ -141,3 +142,18 @@ def make_record(item: dict, scores: Sequence[float | None] | None = None,
         in_order, swapped = decisions[(0, 1)]
         record["decisions"] = [compact(in_order), compact(swapped)] if swapped else [compact(in_order)]
     return record
+
+
+# ----------------------------------------------------------------------------- reporting (patarm.eval.report)
+
+
+def report_bars(metrics: dict[str, Any]) -> dict[str, float]:
+    """Per-subset accuracies, for the report's bar chart."""
+    return dict(metrics.get("subsets", {}))
+
+
+def report_scores(records: Sequence[dict]) -> tuple[list, list]:
+    """(scores given to chosen responses, scores given to rejected ones) of pointwise records."""
+    good = [r["score_chosen"] for r in records if "score_chosen" in r]
+    bad = [r["score_rejected"] for r in records if "score_rejected" in r]
+    return good, bad

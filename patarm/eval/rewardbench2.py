@@ -162,3 +162,18 @@ def make_record(item: dict, scores: Sequence[float | None] | None = None, decisi
     if decisions is not None:
         raise ValueError("rewardbench2 is scored from pointwise scores; use --mode pointwise with mean/majority")
     return {"id": item["id"], "subset": item["subset"], "scores": list(scores), "num_correct": item["num_correct"]}
+
+
+# ----------------------------------------------------------------------------- reporting (patarm.eval.report)
+
+
+def report_bars(metrics: dict[str, Any]) -> dict[str, float]:
+    """Per-subset scores, for the report's bar chart."""
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+
+
+def report_scores(records: Sequence[dict]) -> tuple[list, list]:
+    """(scores given to correct completions, scores given to the others)."""
+    good = [s for r in records if "scores" in r for s in r["scores"][:r["num_correct"]]]
+    bad = [s for r in records if "scores" in r for s in r["scores"][r["num_correct"]:]]
+    return good, bad

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from patarm.eval.records import (
     RecordError, check_tie_policy, data_files, load_hub, mean, need, need_numbers, pct, read_rows, user_prompt,
 )
-from patarm.eval.voting import vote
+from patarm.judge.decisions import vote
 
 NAME = "rmbench"
 HUB_ID = "THU-KEG/RM-Bench"
@@ -148,3 +148,42 @@ def make_record(item: dict, scores: Sequence[float | None] | None = None,
     else:
         record["votes"] = [[vote(*decisions[(i, SIZE + j)]) for j in range(SIZE)] for i in range(SIZE)]
     return record
+
+
+# ----------------------------------------------------------------------------- reporting (patarm.eval.report)
+
+
+def report_bars(metrics: dict[str, Any]) -> dict[str, float]:
+    """The per-section averages, for the report's bar chart."""
+    return {k: v["avg"] for k, v in metrics.items() if isinstance(v, dict) and "avg" in v}
+
+
+def report_scores(records: Sequence[dict]) -> tuple[list, list]:
+    """(scores given to chosen responses, scores given to rejected ones) of pointwise records."""
+    good = [s for r in records if "score_chosen" in r for s in r["score_chosen"]]
+    bad = [s for r in records if "score_rejected" in r for s in r["score_rejected"]]
+    return good, bad
+
+
+def report_plots(records: Sequence[dict], out_dir: Path, tie_policy: str | None, plt: Any) -> list[Path]:
+    """RM-Bench's own plot: the 3x3 chosen-style × rejected-style accuracy matrix."""
+    if not records:
+        return []
+    matrix = mean_matrix(records, tie_policy)
+    variants = ("concise", "detailed", "markdown")
+    fig, ax = plt.subplots(figsize=(4.2, 3.6))
+    image = ax.imshow([[100 * x for x in row] for row in matrix], vmin=0, vmax=100, cmap="viridis")
+    for i, row in enumerate(matrix):
+        for j, x in enumerate(row):
+            ax.text(j, i, f"{100 * x:.1f}", ha="center", va="center", color="white" if x < 0.6 else "black")
+    ax.set_xticks(range(3), variants)
+    ax.set_yticks(range(3), variants)
+    ax.set_xlabel("rejected response style")
+    ax.set_ylabel("chosen response style")
+    ax.set_title(f"RM-Bench accuracy (%), {len(records)} prompts\nhard: above the diagonal", fontsize=9)
+    fig.colorbar(image, ax=ax)
+    path = out_dir / "rmbench_matrix.png"
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]

@@ -1,36 +1,18 @@
 """Decisions, votes and voting rules: voting@n (mean, majority) and adaptive voting with early stopping.
 
-A *decision* is "A>B", "B>A", "A=B" or None (missing), always relative to the order the judge saw.
-A *vote* for a comparison (x, y) is (#decisions preferring x) - (#decisions preferring y); decisions
-made in the swapped order (y, x) are flipped back first, as JudgeBench does.
+Decisions ("A", "B", "tie", None) and votes are defined in `patarm.judge.decisions`: a vote for a
+comparison (x, y) is (#decisions preferring x) - (#decisions preferring y); decisions made in the
+swapped order (y, x) are flipped back first, as JudgeBench does.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
-DECISIONS = ("A>B", "B>A", "A=B")
-_FLIP = {"A>B": "B>A", "B>A": "A>B"}
-_FROM_JUDGMENT = {"A": "A>B", "B": "B>A", "tie": "A=B"}
+from patarm.judge.decisions import DECISIONS, flip, from_scores, vote  # noqa: F401  (re-exported)
+
 VOTING_RULES = ("mean", "majority", "adaptive")
-
-
-def flip(decision: str | None) -> str | None:
-    """The same verdict expressed for the swapped order ("A=B" and None are unchanged)."""
-    return _FLIP.get(decision, decision)
-
-
-def from_judgment(decision: str | None) -> str | None:
-    """A parsed Judgment's "A" / "B" / "tie" as a decision string."""
-    return _FROM_JUDGMENT.get(decision) if decision else None
-
-
-def from_scores(score_a: float | None, score_b: float | None) -> str | None:
-    """The decision implied by two pointwise scores; None when either is missing."""
-    if score_a is None or score_b is None:
-        return None
-    return "A>B" if score_a > score_b else "B>A" if score_a < score_b else "A=B"
 
 
 def as_list(value: Any) -> list:
@@ -41,14 +23,6 @@ def as_list(value: Any) -> list:
 def compact(decisions: Sequence[str | None]) -> Any:
     """A decision slot for a record: the decision itself for one sample, the list for voting@n."""
     return decisions[0] if len(decisions) == 1 else list(decisions)
-
-
-def vote(in_order: Iterable[str | None], swapped: Iterable[str | None] = ()) -> int:
-    """+1 per decision preferring the first item, -1 per decision preferring the second; ties/None 0."""
-    total = 0
-    for d in [*in_order, *(flip(d) for d in swapped)]:
-        total += 1 if d == "A>B" else -1 if d == "B>A" else 0
-    return total
 
 
 def mean_score(scores: Sequence[float | None]) -> float | None:

@@ -19,7 +19,7 @@ import yaml
 from patarm.data import Manifest, PreferencePair
 from patarm.judge.templates import neutralize, render_conversation
 
-PROMPT_DIR = Path(__file__).parent / "prompts"
+CLASSIFY_PROMPTS = Path(__file__).parent / "prompts"
 DOMAINS = ("math", "code", "chat", "safety", "instruction-following")
 
 # Checked in this order on the user turns; the first family with a hit wins. Safety first: a harmful
@@ -63,10 +63,10 @@ def load_prompt(name_or_path: str = "classify") -> dict[str, Any]:
     """The classification prompt: a bundled name under patarm/prep/prompts/ or a YAML path."""
     path = Path(name_or_path)
     if not path.suffix:
-        path = PROMPT_DIR / f"{name_or_path}.yaml"
+        path = CLASSIFY_PROMPTS / f"{name_or_path}.yaml"
     if not path.is_file():
         raise ValueError(f"classification prompt {name_or_path!r} not found (bundled: "
-                         f"{sorted(p.stem for p in PROMPT_DIR.glob('*.yaml'))}, or give a YAML path)")
+                         f"{sorted(p.stem for p in CLASSIFY_PROMPTS.glob('*.yaml'))}, or give a YAML path)")
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     missing = {"labels", "user"} - set(data)
     if missing:

@@ -6,8 +6,8 @@
 - RL set: the judge is rolled out n times per side; rollout i is correct when the i-th chosen score
   beats the i-th rejected score (both valid); a pair is kept when its correct rate is in [low, high].
 
-A teacher is any backend with `generate(prompts, num_samples=1, seed=None, metadata=None)`, returning
-`num_samples` completion texts per prompt (local transformers, vLLM, an HTTP endpoint, or a rule).
+A teacher is any `patarm.backends` backend (local transformers, vLLM, an HTTP endpoint, or the demo's
+rule teacher); `metadata` tells rule-based teachers which pair and side a prompt is about.
 """
 
 from __future__ import annotations
@@ -20,13 +20,6 @@ from patarm.judge import load_template, parse_judgment, render_pairwise, render_
 from patarm.judge.templates import JudgeTemplate
 
 
-def _generate(teacher: Any, prompts: list, num_samples: int = 1, seed: int | None = None, metadata: list | None = None):
-    try:
-        return teacher.generate(prompts, num_samples=num_samples, seed=seed, metadata=metadata)
-    except TypeError:  # a backend without metadata support
-        return teacher.generate(prompts, num_samples=num_samples, seed=seed)
-
-
 def _side_metadata(pairs: Sequence[PreferencePair]) -> list[dict]:
     return [{"pair": p, "side": s} for p in pairs for s in ("chosen", "rejected")]
 
@@ -37,7 +30,7 @@ def pointwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Ju
     template = load_template(template or "pointwise")
     prompts = [render_pointwise(p.prompt, getattr(p, s), template, domain=p.domain)
                for p in pairs for s in ("chosen", "rejected")]
-    outputs = _generate(teacher, prompts, 1, seed, _side_metadata(pairs))
+    outputs = teacher.generate(prompts, num_samples=1, seed=seed, metadata=_side_metadata(pairs))
     manifest, rows = Manifest(rows_in=len(pairs)), []
     for k, pair in enumerate(pairs):
         texts = (outputs[2 * k][0], outputs[2 * k + 1][0])
@@ -50,7 +43,8 @@ def pointwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Ju
             continue
         for side, text, prompt in (("chosen", texts[0], prompts[2 * k]), ("rejected", texts[1], prompts[2 * k + 1])):
             rows.append({"messages": [*prompt, {"role": "assistant", "content": text}], "pair_id": pair.id,
-                         "side": side, "kind": "pointwise", "domain": pair.domain})
+                         "side": side, "kind": "pointwise", "domain": pair.domain, "template": template.name,
+                         "rubric_mode": template.rubric_mode})
         manifest.rows_out += 1
     manifest.extra["sft_rows"] = len(rows)
     return rows, manifest
@@ -64,7 +58,8 @@ def pairwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Jud
     swapped = [swap_every > 0 and k % swap_every == 1 for k in range(len(pairs))]
     prompts = [render_pairwise(p.prompt, *((p.rejected, p.chosen) if sw else (p.chosen, p.rejected)), template,
                                domain=p.domain) for p, sw in zip(pairs, swapped)]
-    outputs = _generate(teacher, prompts, 1, seed, [{"pair": p, "swapped": sw} for p, sw in zip(pairs, swapped)])
+    outputs = teacher.generate(prompts, num_samples=1, seed=seed,
+                               metadata=[{"pair": p, "swapped": sw} for p, sw in zip(pairs, swapped)])
     manifest, rows = Manifest(rows_in=len(pairs)), []
     for pair, prompt, out, sw in zip(pairs, prompts, outputs, swapped):
         judgment = parse_judgment(out[0], template)
@@ -74,7 +69,8 @@ def pairwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Jud
             manifest.drop("disagrees_with_label", f"pair {pair.id}: decision {judgment.decision}")
         else:
             rows.append({"messages": [*prompt, {"role": "assistant", "content": out[0]}], "pair_id": pair.id,
-                         "kind": "pairwise", "domain": pair.domain})
+                         "kind": "pairwise", "domain": pair.domain, "template": template.name,
+                         "rubric_mode": template.rubric_mode})
             manifest.rows_out += 1
     return rows, manifest
 
@@ -86,7 +82,7 @@ def rl_set(pairs: Sequence[PreferencePair], judge: Any, template: JudgeTemplate 
     template = load_template(template or "pointwise")
     prompts = [render_pointwise(p.prompt, getattr(p, s), template, domain=p.domain)
                for p in pairs for s in ("chosen", "rejected")]
-    outputs = _generate(judge, prompts, n, seed, _side_metadata(pairs))
+    outputs = judge.generate(prompts, num_samples=n, seed=seed, metadata=_side_metadata(pairs))
     manifest, kept, rates = Manifest(rows_in=len(pairs)), [], Counter()
     for k, pair in enumerate(pairs):
         c = [parse_judgment(t, template).score for t in outputs[2 * k]]

@@ -1,6 +1,6 @@
 """Step outputs: atomic JSON-lines files, content hashes, and the manifest every prep step writes.
 
-A step directory holds its dataset(s) (`pairs.jsonl`, and e.g. `sft.jsonl` / `grpo.jsonl`) plus
+A step directory holds its dataset(s) (`pairs.jsonl`, and `sft.jsonl` for the corpus steps) plus
 `manifest.json`: rows in/out, dropped by reason, the step's config, the sha256 of every input and
 output file, and timings in seconds. A step whose manifest matches its config and input hashes is
 complete, which is what makes `patarm prep run` resumable.
@@ -14,22 +14,13 @@ import os
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable
 
 from patarm.data import Manifest, PreferencePair, load_pairs
-from patarm.data.loaders import atomic_write
+from patarm.io import sha256_file, write_json, write_jsonl
 
 PAIRS_FILE = "pairs.jsonl"
 MANIFEST_FILE = "manifest.json"
-
-
-def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
-    """Hex sha256 of a file's bytes."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def config_hash(config: dict[str, Any]) -> str:
@@ -47,38 +38,18 @@ def describe_input(source: Any) -> dict[str, Any]:
     return {"path": "<memory>", "sha256": None}
 
 
-_atomic_write = atomic_write  # one implementation, in patarm.data
-
-
-def _pair_row(pair: PreferencePair) -> dict[str, Any]:
-    """`PreferencePair.to_dict()` without dataclasses.asdict's deep copy (5x faster; the row is
+def _row(row: PreferencePair | dict) -> dict[str, Any]:
+    """A pair as its canonical row without dataclasses.asdict's deep copy (5x faster; the row is
     serialised at once, so sharing the pair's lists is safe)."""
-    return {"id": pair.id, "prompt": pair.prompt, "chosen": pair.chosen, "rejected": pair.rejected,
-            "domain": pair.domain, "source": pair.source, "metadata": pair.metadata}
+    if not isinstance(row, PreferencePair):
+        return row
+    return {"id": row.id, "prompt": row.prompt, "chosen": row.chosen, "rejected": row.rejected,
+            "domain": row.domain, "source": row.source, "metadata": row.metadata}
 
 
-def write_jsonl(rows: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:
-    """Write rows (pairs or dicts) as JSON lines, atomically; returns the row count."""
-    count = 0
-
-    def write(fh) -> None:
-        nonlocal count
-        dumps = json.JSONEncoder(ensure_ascii=False).encode
-        for row in rows:
-            fh.write(dumps(_pair_row(row) if isinstance(row, PreferencePair) else row))
-            fh.write("\n")
-            count += 1
-
-    _atomic_write(Path(path), write)
-    return count
-
-
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    """Rows of a JSON-lines file (blank lines skipped)."""
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+def write_rows(rows: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:
+    """Write a step's rows (pairs or dicts) as JSON lines, atomically; returns the row count."""
+    return write_jsonl(rows, path, convert=_row)
 
 
 def pairs_path(source: str | os.PathLike) -> Path:
@@ -124,7 +95,7 @@ def write_manifest(out_dir: str | os.PathLike, manifest: Manifest, *, step: str,
     data = manifest.to_dict()
     data.update(step=step, config=config, config_sha256=config_hash(config), inputs=inputs,
                 outputs={name: sha256_file(out_dir / name) for name in outputs}, timings=timer.summary())
-    _atomic_write(out_dir / MANIFEST_FILE, lambda fh: json.dump(data, fh, indent=2, sort_keys=True, default=str))
+    write_json(data, out_dir / MANIFEST_FILE)
     return data
 
 

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 
 from patarm.data import DataError, LoadResult, Manifest, load_pairs, open_source
 from patarm.prep.convert import CONVERTERS, Drop, rename_columns
-from patarm.prep.io import PAIRS_FILE, Timer, describe_input, write_jsonl, write_manifest
+from patarm.prep.io import PAIRS_FILE, Timer, describe_input, write_manifest, write_rows
 
 # Converter drops that are the data's own verdict (a tie), not a malformed row: never an error.
 FILTER_REASONS = frozenset({"tie"})
@@ -94,6 +94,6 @@ def normalize(cfg: NormalizeConfig, output_dir: str | os.PathLike, record: dict 
     with timer.phase("load"):
         result = load_source(cfg)
     with timer.phase("write"):
-        write_jsonl(result.pairs, Path(output_dir) / PAIRS_FILE)
+        write_rows(result.pairs, Path(output_dir) / PAIRS_FILE)
     return write_manifest(output_dir, result.manifest, step="normalize", config=record or asdict(cfg),
                           inputs=[describe_input(cfg.input)], outputs=[PAIRS_FILE], timer=timer)

@@ -1,32 +1,53 @@
 """`patarm prep run --config configs/prep/X.yaml`: a whole data-construction pipeline from one YAML file.
 
-    output_dir: runs/prep/cpu-tiny          # each step writes output_dir/<name>/
-    cache_dir: null                         # teacher caches (default: output_dir/cache)
-    teachers:                               # name -> teacher spec (see patarm.teachers.make_teacher)
+    run_dir: runs/cpu-tiny                  # each step writes {run_dir}/prep/<name>/
+    teachers:                               # name -> backend spec (see patarm.backends.make_backend)
       judge: {kind: openai, model: Qwen/Qwen2.5-72B-Instruct, base_url: "http://127.0.0.1:8000/v1"}
     steps:                                  # run in order; "@name" is an earlier step's directory
-      - {name: raw, step: normalize, input: data/pairs.jsonl}
+      - {name: raw, step: normalize, input: data/pairs.jsonl}     # relative to this file
       - {name: pointwise, step: pointwise, input: "@raw", teacher: judge, min_margin: 2}
 
-A step whose manifest already matches its config and input hashes is skipped, and teacher calls are
-cached, so rerunning an interrupted pipeline continues where it stopped.
+The steps named `pointwise`, `pairwise` and `rl` are what `patarm sft` and `patarm grpo` read by default
+(`{run_dir}/prep/pointwise/sft.jsonl`, `{run_dir}/prep/rl/pairs.jsonl`, ...). A step whose manifest
+already matches its config and input hashes is skipped, and teacher calls are cached
+(`{run_dir}/prep/cache/`), so rerunning an interrupted pipeline continues where it stopped.
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, fields
+import logging
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
-from patarm.config import read_config
+from patarm.config import RunArguments, unknown_keys_error
 from patarm.prep.io import describe_input, read_manifest, step_is_done
 from patarm.prep.steps import STEPS
+
+logger = logging.getLogger("patarm.prep")
+
+
+@dataclass
+class PipelineArguments(RunArguments):
+    """A data-construction pipeline: named teachers and the steps to run in order."""
+
+    teachers: dict[str, Any] = field(default_factory=dict, metadata={"help":
+                                     "name -> backend spec, e.g. {kind: openai, model: M, base_url: URL}"})
+    steps: list[dict] = field(default_factory=list, metadata={"path": "input", "help":
+                              "the steps, in order: {name, step, ...that step's options}; '@name' refers to an "
+                              "earlier step's output"})
+    cache_dir: str = field(default="{run_dir}/prep/cache", metadata={"help": "teacher caches"})
+    description: str = field(default="", metadata={"help": "what this pipeline is for"})
+    force: bool = field(default=False, metadata={"help": "rerun steps even when they are complete"})
+    only: list[str] | None = field(default=None, metadata={"help": "run only these step names"})
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.run_dir) / "prep"
 
 # Teacher settings that change how fast calls go, not what they return: left out of the step hash.
 _VOLATILE = frozenset({"concurrency", "timeout_s", "max_retries", "backoff_s", "max_backoff_s", "progress",
                        "api_key", "api_key_env", "base_url", "cache", "chunk_size"})
-_TOP_KEYS = {"output_dir", "cache_dir", "teachers", "steps", "description"}
 
 
 def _resolve(value: Any, out: Path, known: set[str], where: str) -> Any:
@@ -42,16 +63,17 @@ def _resolve(value: Any, out: Path, known: set[str], where: str) -> Any:
     return value
 
 
-def plan(config: dict[str, Any], source: str = "<config>") -> list[dict[str, Any]]:
-    """Validate a pipeline config and return its steps with references resolved and configs built."""
-    unknown = set(config) - _TOP_KEYS
-    if unknown:
-        raise ValueError(f"{source}: unknown top-level keys {sorted(unknown)}; expected {sorted(_TOP_KEYS)}")
-    out = Path(config.get("output_dir") or "runs/prep")
-    teachers = config.get("teachers") or {}
+def plan(config: PipelineArguments, source: str = "patarm prep run") -> list[dict[str, Any]]:
+    """Validate a pipeline and return its steps with references resolved and configs built."""
+    out, teachers = config.output_dir, config.teachers or {}
+    if not config.steps:
+        raise ValueError(f"{source}: the pipeline has no steps; a pipeline config lists `steps:` "
+                         "(see configs/prep/cpu-tiny.yaml)")
     known: set[str] = set()
     planned = []
-    for k, entry in enumerate(config.get("steps") or []):
+    for k, entry in enumerate(config.steps):
+        if not isinstance(entry, dict):
+            raise ValueError(f"{source}: steps[{k}] must be a mapping {{name, step, ...}}, got {entry!r}")
         entry = dict(entry)
         name, step, teacher = entry.pop("name", None), entry.pop("step", None), entry.pop("teacher", None)
         where = f"{source}: steps[{k}] ({name or step})"
@@ -62,9 +84,9 @@ def plan(config: dict[str, Any], source: str = "<config>") -> list[dict[str, Any
         cls, _, takes_teacher = STEPS[step]
         if teacher is not None and (not takes_teacher or teacher not in teachers):
             raise ValueError(f"{where}: teacher {teacher!r} is not defined under `teachers` or the step takes none")
-        valid = {f.name for f in fields(cls)}
-        if set(entry) - valid:
-            raise ValueError(f"{where}: unknown keys {sorted(set(entry) - valid)}; valid: {sorted(valid)}")
+        valid = [f.name for f in fields(cls)]
+        if set(entry) - set(valid):
+            raise unknown_keys_error(where, sorted(set(entry) - set(valid)), valid)
         cfg = cls(**_resolve(entry, out, known, where))
         spec = teachers.get(teacher) if teacher else None
         record = {"step": step, **asdict(cfg),
@@ -75,34 +97,29 @@ def plan(config: dict[str, Any], source: str = "<config>") -> list[dict[str, Any
     return planned
 
 
-def run_pipeline(config_path: str | os.PathLike, *, output_dir: str | None = None, force: bool = False,
-                 only: list[str] | None = None, make_teacher: Callable | None = None,
-                 log: Callable[[str], None] = print) -> list[dict[str, Any]]:
-    """Run (or resume) every step of a pipeline config; returns the step manifests in order."""
-    from patarm.teachers import make_teacher as default_make_teacher
+def run_pipeline(config: PipelineArguments, *, make_backend: Callable | None = None) -> list[dict[str, Any]]:
+    """Run (or resume) every step of a pipeline; returns the step manifests in order."""
+    from patarm.backends import make_backend as default_make_backend
 
-    config = read_config(config_path)
-    if output_dir:
-        config["output_dir"] = output_dir
-    steps = plan(config, str(config_path))
-    cache_dir = config.get("cache_dir") or str(Path(config.get("output_dir") or "runs/prep") / "cache")
+    steps = plan(config)
     built: dict[str, Any] = {}
     manifests = []
     for s in steps:
-        if only and s["name"] not in only:
+        if config.only and s["name"] not in config.only:
             continue
         inputs = [describe_input(p) for p in s["cfg"].input_paths()]
-        if not force and step_is_done(s["out"], s["record"], inputs):
-            log(f"[prep] {s['name']}: already done for this config and these inputs, skipped")
+        if not config.force and step_is_done(s["out"], s["record"], inputs):
+            logger.info("%s: already done for this config and these inputs, skipped", s["name"])
             manifests.append(read_manifest(s["out"]))
             continue
         teacher = None
         if s["teacher"]:
             if s["teacher"] not in built:  # built once, on first use: loading a model is slow
-                build = make_teacher or default_make_teacher
-                built[s["teacher"]] = build(config["teachers"][s["teacher"]], cache_dir, s["teacher"])
+                build = make_backend or default_make_backend
+                name = s["teacher"]
+                built[name] = build(config.teachers[name], cache=Path(config.cache_dir) / f"{name}.sqlite", name=name)
             teacher = built[s["teacher"]]
-        log(f"[prep] {s['name']}: {s['step']} -> {s['out']}")
+        logger.info("%s: %s -> %s", s["name"], s["step"], s["out"])
         _, runner, _ = STEPS[s["step"]]
         manifests.append(runner(s["cfg"], s["out"], teacher=teacher, record=s["record"]))
     return manifests

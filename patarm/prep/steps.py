@@ -3,7 +3,6 @@
 A runner reads its input(s), does one thing, and writes its dataset(s) plus `manifest.json` into
 `out_dir`:
 
-    synthetic  -> pairs.jsonl             the bundled rule-verifiable task (CPU runs, tests)
     normalize  -> pairs.jsonl             one source, validated
     mix        -> pairs.jsonl             several sources, capped and filtered
     dedup      -> pairs.jsonl             exact and near duplicates removed
@@ -11,7 +10,7 @@ A runner reads its input(s), does one thing, and writes its dataset(s) plus `man
     classify   -> pairs.jsonl             `domain` set
     pointwise  -> pairs.jsonl, sft.jsonl  pairs with teacher margin > min_margin; 2 SFT rows per pair
     pairwise   -> pairs.jsonl, sft.jsonl  pairs whose teacher decision agrees with the label
-    rl         -> pairs.jsonl, grpo.jsonl pairs with a correct rate in [low, high]; 2 GRPO rows per pair
+    rl         -> pairs.jsonl             pairs with a correct rate in [low, high] (what `patarm grpo` reads)
 """
 
 from __future__ import annotations
@@ -22,12 +21,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from patarm.data import Manifest, PreferencePair
-from patarm.data.rl import pairs_to_judge_rows
 from patarm.judge import load_template
 from patarm.prep.classify import classify_pairs
 from patarm.prep.corpus import pairwise_corpus, pointwise_corpus, rl_set
 from patarm.prep.dedup import dedup_pairs
-from patarm.prep.io import PAIRS_FILE, Timer, describe_input, pairs_path, read_pairs, write_jsonl, write_manifest
+from patarm.prep.io import PAIRS_FILE, Timer, describe_input, pairs_path, read_pairs, write_manifest, write_rows
 from patarm.prep.mix import excluded_ids, flip_labels, mix_pairs, source_spec
 from patarm.prep.normalize import NormalizeConfig, normalize
 
@@ -36,15 +34,6 @@ def _help(text: str, default: Any = None, **kwargs: Any) -> Any:
     if "default_factory" in kwargs:
         return field(metadata={"help": text}, **kwargs)
     return field(default=default, metadata={"help": text})
-
-
-@dataclass
-class SyntheticConfig:
-    n: int = _help("number of pairs", 96)
-    seed: int = _help("generator seed", 0)
-
-    def input_paths(self) -> list[str]:
-        return []
 
 
 @dataclass
@@ -126,9 +115,9 @@ def _finish(out_dir, manifest: Manifest, step: str, cfg: Any, record: dict | Non
             timer: Timer, teacher: Any = None) -> dict[str, Any]:
     with timer.phase("write"):
         for name, rows in outputs.items():
-            write_jsonl(rows, Path(out_dir) / name)
-    if teacher is not None and getattr(teacher, "stats", None):
-        manifest.extra["teacher_stats"] = dict(teacher.stats)
+            write_rows(rows, Path(out_dir) / name)
+    if teacher is not None and hasattr(teacher, "summary"):
+        manifest.extra["teacher_stats"] = teacher.summary()
     return write_manifest(out_dir, manifest, step=step, config=record or asdict(cfg),
                           inputs=[describe_input(p) for p in cfg.input_paths()], outputs=list(outputs), timer=timer)
 
@@ -148,15 +137,6 @@ def _need(teacher: Any, step: str) -> Any:
     if teacher is None:
         raise ValueError(f"the {step} step needs a teacher (--teacher, or `teacher:` in the pipeline config)")
     return teacher
-
-
-def run_synthetic(cfg: SyntheticConfig, out_dir, teacher=None, record=None) -> dict:
-    from patarm.synthetic import make_pairs
-
-    timer = Timer()
-    pairs = make_pairs(cfg.n, seed=cfg.seed)
-    return _finish(out_dir, Manifest(rows_in=len(pairs), rows_out=len(pairs)), "synthetic", cfg, record,
-                   {PAIRS_FILE: pairs}, timer)
 
 
 def run_normalize(cfg: NormalizeConfig, out_dir, teacher=None, record=None) -> dict:
@@ -238,13 +218,11 @@ def run_rl(cfg: RLConfig, out_dir, teacher=None, record=None) -> dict:
     template = load_template(cfg.template, rubric_mode=cfg.rubric_mode)
     with timer.phase("teacher"):
         kept, manifest = rl_set(pairs, _need(teacher, "rl"), template, cfg.n, cfg.low, cfg.high, cfg.seed)
-    grpo = pairs_to_judge_rows(kept, template)
-    return _finish(out_dir, manifest, "rl", cfg, record, {PAIRS_FILE: kept, "grpo.jsonl": grpo}, timer, teacher)
+    return _finish(out_dir, manifest, "rl", cfg, record, {PAIRS_FILE: kept}, timer, teacher)
 
 
 # step -> (config class, runner, whether it can use a teacher)
 STEPS: dict[str, tuple[type, Callable, bool]] = {
-    "synthetic": (SyntheticConfig, run_synthetic, False),
     "normalize": (NormalizeConfig, run_normalize, False),
     "mix": (MixConfig, run_mix, False),
     "dedup": (DedupConfig, run_dedup, False),

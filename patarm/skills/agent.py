@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from patarm.judge.judgment import EvidenceItem, Judgment
-from patarm.skills.chat import AssistantTurn, ToolCall
+from patarm.backends.base import AssistantTurn, ToolCall
 from patarm.skills.package import Resource, Skill
 from patarm.skills.session import SkillSession
 

@@ -12,14 +12,34 @@ as evidence, and the skill's aggregation rules pick the index (ties → the lowe
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from patarm.config import RunArguments
+from patarm.io import DataError, iter_jsonl
 from patarm.judge.judgment import EvidenceItem
 from patarm.skills.package import Skill
 from patarm.skills.session import SkillSession, mount
+
+
+@dataclass
+class BonArguments(RunArguments):
+    """Best-of-N selection with a reward-evaluation skill."""
+
+    pool: str = field(default="", metadata={"path": "input", "help":
+                      "jsonl pool (generic or GSM8K example_model_solutions layout)"})
+    skill: str = field(default="reward-judge", metadata={"help": "skill folder or name in the shipped bank"})
+    model: str | None = field(default=None, metadata={"path": "input", "help":
+                              "a judge model adding judge-score evidence (any model spec)"})
+    domain: str = field(default="math", metadata={"help": "the items' domain (routes the skill's resources)"})
+    reference: str = field(default="both", metadata={"help": "evaluate without the reference, with it mounted, or both",
+                                                     "choices": ["both", "none", "mounted"]})
+    verifiers: list[str] | None = field(default=None, metadata={"help": "verifier ids (default: all in scope)"})
+    source_prior: bool = field(default=False, metadata={"help":
+                               "mount a cross-fitted calibration table of source accuracies (other folds' labels)"})
+    limit: int | None = field(default=None, metadata={"help": "only the first N items"})
+    max_new_tokens: int = field(default=256, metadata={"help": "judgment length limit of the judge model"})
 
 
 @dataclass
@@ -48,14 +68,17 @@ def _from_row(row: dict[str, Any]) -> PoolItem:
 
 
 def load_pool(path: str | Path, limit: int | None = None) -> list[PoolItem]:
-    """Pool items from a jsonl file (at most `limit`)."""
+    """Pool items from a jsonl file (at most `limit`); errors name the file and line."""
     items = []
-    with open(path, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                items.append(_from_row(json.loads(line)))
-                if limit is not None and len(items) >= limit:
-                    break
+    for index, row in iter_jsonl(path):
+        if isinstance(row, DataError):
+            raise row
+        try:
+            items.append(_from_row(row))
+        except (ValueError, TypeError, KeyError, AttributeError) as err:
+            raise ValueError(f"{path}, line {index + 1}: {err}") from None
+        if limit is not None and len(items) >= limit:
+            break
     return items
 
 
@@ -140,3 +163,27 @@ def model_judge(backend: Any, skill: Skill, domain: str) -> JudgeFn:
                 session.add_evidence(i, EvidenceItem(f"judge-{item.criterion}", item.observation, item.assessment))
 
     return judge
+
+
+def run_bon(args: BonArguments) -> dict[str, Any]:
+    """`patarm skill bon`: selection accuracy without the reference and/or with it mounted."""
+    from patarm.skills.package import find_skill
+
+    if not args.pool:
+        raise ValueError("give --pool: a jsonl pool of items with candidates")
+    if args.limit is not None and args.limit < 1:
+        raise ValueError(f"--limit must be >= 1, got {args.limit}")
+    skill = find_skill(args.skill)
+    items = load_pool(args.pool, args.limit)
+    if not items:
+        raise ValueError(f"{args.pool}: the pool is empty")
+    judge = None
+    if args.model:
+        from patarm.backends import GenerationOptions, make_backend
+
+        backend = make_backend(args.model, GenerationOptions(max_new_tokens=args.max_new_tokens), name="bon judge")
+        judge = model_judge(backend, skill, args.domain)
+    modes = {"both": (False, True), "none": (False,), "mounted": (True,)}[args.reference]
+    return {("with_reference" if with_ref else "without_reference"):
+            evaluate_pool(skill, items, args.domain, with_ref, args.verifiers, judge, args.source_prior)
+            for with_ref in modes}

@@ -7,24 +7,23 @@ paper's controlled comparison (Table 1, "Scalar RM (BT)").
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from datasets import Dataset
 from trl import ModelConfig, RewardConfig, RewardTrainer, get_peft_config
 
+from patarm.config import RunArguments
 from patarm.data import load_pairs
-from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, build_tiny_base, setup_logging,
-    train_and_save,
-)
+from patarm.models import load_tokenizer, resolve_model
+from patarm.train.common import AtomicCheckpointMixin, JsonlMetricsCallback, setup_logging, train_and_save
 
 
 @dataclass
-class BTDataArguments(TinyModelArguments):
+class BTDataArguments(RunArguments):
     """The preference pairs the scalar reward model learns from."""
 
-    train_file: str = field(default="patarm/assets/if_pairs_demo.jsonl",
-                            metadata={"help": "Preference pairs (jsonl/json/parquet or a hub id), any supported layout."})
+    train_file: str = field(default="{run_dir}/prep/pointwise/pairs.jsonl", metadata={"path": "input", "help":
+                            "preference pairs (any supported layout; jsonl/json/parquet or a hub id): by default the "
+                            "pairs of the run's pointwise SFT corpus, the judge's own training pairs"})
     on_error: str = field(default="raise", metadata={"help": "Malformed rows: 'raise' or 'skip' (counted)."})
     max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
 
@@ -39,14 +38,12 @@ def preference_rows(pairs) -> list[dict]:
              "rejected": [{"role": "assistant", "content": p.rejected}]} for p in pairs]
 
 
-def _load_scalar_model(name: str, texts: list[str], tiny: TinyModelArguments, seed: int, output_dir: str):
-    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+def _load_scalar_model(spec: str, texts: list[str], seed: int, output_dir: str):
+    """A causal LM's body with a 1-logit score head (a `tiny` spec is built from `texts` first)."""
+    from transformers import AutoModelForSequenceClassification
 
-    if name == "tiny":  # build the tiny causal judge, then load its body with a 1-logit score head
-        name = build_tiny_base(texts, Path(output_dir) / "tiny-base", tiny, seed)
-    tokenizer = AutoTokenizer.from_pretrained(name)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    name = resolve_model(spec, texts=texts, output_dir=output_dir, seed=seed)
+    tokenizer = load_tokenizer(name, padding_side="right")
     model = AutoModelForSequenceClassification.from_pretrained(name, num_labels=1)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
@@ -57,16 +54,10 @@ def train(data: BTDataArguments, args: RewardConfig, model_args: ModelConfig) ->
     pairs = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs
     rows = preference_rows(pairs)
     texts = [p.question for p in pairs] + [p.chosen for p in pairs] + [p.rejected for p in pairs]
-    model, tokenizer = _load_scalar_model(model_args.model_name_or_path, texts, data, args.seed, args.output_dir)
+    model, tokenizer = _load_scalar_model(model_args.model_name_or_path, texts, args.seed, args.output_dir)
     trainer = PaTaRMRewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),
                                   processing_class=tokenizer, peft_config=get_peft_config(model_args),
                                   callbacks=[JsonlMetricsCallback()])
     train_and_save(trainer, "bt", data, args, model_args)
     return trainer
 
-
-def main(argv: list[str]) -> None:
-    from patarm.config import parse_config
-
-    data, args, model_args = parse_config((BTDataArguments, RewardConfig, ModelConfig), argv, prog="patarm bt")
-    train(data, args, model_args)

@@ -2,37 +2,39 @@
 pair-preserving sampler, the PAR and format reward components, and project-side prompt truncation.
 
     accelerate launch -m patarm grpo --config configs/grpo/tiny.yaml
+
+The pairs (by default the RL set of the run, `{run_dir}/prep/rl/pairs.jsonl`) become two judge prompts
+each, rendered with this stage's template and rubric mode.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from patarm.data import load_pairs
-from patarm.data.rl import pairs_to_judge_rows
-from patarm.judge import load_template
+from patarm.config import RunArguments
+from patarm.data import PreferencePair, load_pairs
+from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
-from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, load_model_and_tokenizer, setup_logging,
-    train_and_save,
-)
+from patarm.train.common import AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save
 from patarm.train.truncate import truncate_judge_rows
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class JudgeDataArguments(TinyModelArguments):
+class GRPODataArguments(RunArguments):
     """Where the pairs come from and how they become judge prompts and rewards."""
 
-    train_file: str = field(default="patarm/assets/if_pairs_demo.jsonl",
-                            metadata={"help": "Preference pairs (jsonl/json/parquet or a hub id), any supported layout."})
+    train_file: str = field(default="{run_dir}/prep/rl/pairs.jsonl", metadata={"path": "input", "help":
+                            "preference pairs (any supported layout; jsonl/json/parquet or a hub id): by default the "
+                            "rejection-sampled RL set `patarm prep` writes into the run folder"})
     on_error: str = field(default="raise", metadata={"help": "Malformed rows: 'raise' or 'skip' (counted)."})
     max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
     judge_template: str = field(default="pointwise", metadata={"help": "Judge prompt template name or YAML path."})
@@ -90,7 +92,17 @@ class ScoreHistogramCallback(TrainerCallback):
                 cb._wandb.log({"par/score_hist": cb._wandb.Histogram(scores)}, commit=False)
 
 
-def judge_rows(data: JudgeDataArguments) -> tuple[list[dict], dict]:
+def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate | str | None = None,
+                        rubric_mode: str | None = None) -> list[dict[str, Any]]:
+    """Each pair as two conversational GRPO rows (chosen first) sharing a `pair_id`, so the pair-preserving
+    sampler and the PAR reward can put them back together."""
+    template = load_template(template or "pointwise", rubric_mode=rubric_mode)
+    return [{"prompt": render_pointwise(pair.prompt, response, template, domain=pair.domain),
+             "pair_id": pair.id, "side": side, "domain": pair.domain or "", "response": response}
+            for pair in pairs for side, response in (("chosen", pair.chosen), ("rejected", pair.rejected))]
+
+
+def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     """Pairs → two judge-prompt rows each (chosen, rejected); returns the rows and the load manifest."""
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
     if not loaded.pairs:
@@ -99,14 +111,13 @@ def judge_rows(data: JudgeDataArguments) -> tuple[list[dict], dict]:
     return pairs_to_judge_rows(loaded.pairs, template), loaded.manifest.to_dict()
 
 
-def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
+def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
     setup_logging(args.report_to)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
     rows, manifest = judge_rows(data)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
-    model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
-                                                dtype=model_args.dtype, output_dir=args.output_dir)
+    model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
     truncated = 0
     if data.max_prompt_length:
         rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
@@ -122,9 +133,3 @@ def train(data: JudgeDataArguments, args: PaTaRMGRPOConfig, model_args: ModelCon
     train_and_save(trainer, "grpo", data, args, model_args)
     return trainer
 
-
-def main(argv: list[str]) -> None:
-    from patarm.config import parse_config
-
-    data, args, model_args = parse_config((JudgeDataArguments, PaTaRMGRPOConfig, ModelConfig), argv, prog="patarm grpo")
-    train(data, args, model_args)

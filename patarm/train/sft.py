@@ -3,35 +3,43 @@ stage 1) with TRL's SFTTrainer and assistant-only loss.
 
     accelerate launch -m patarm sft --config configs/sft/tiny.yaml
 
-A corpus row is `{"messages": [..judge prompt.., {"role": "assistant", "content": judgment}]}` (what
-`patarm prep` writes); extra columns are ignored.
+A corpus row is `{"messages": [..judge prompt.., {"role": "assistant", "content": judgment}]}` — what
+`patarm prep`'s pointwise and pairwise steps write to `{run_dir}/prep/<step>/sft.jsonl`; extra columns
+are ignored.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from datasets import Dataset
 from trl import ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 
-from patarm.data.schema import DataError
+from patarm.config import RunArguments
+from patarm.io import DataError, iter_jsonl
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, TinyModelArguments, load_model_and_tokenizer, setup_logging,
-    train_and_save,
+    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save,
 )
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
-class SFTDataArguments(TinyModelArguments):
+class SFTDataArguments(RunArguments):
     """The judgment corpora to train on."""
 
-    train_files: list[str] = field(default_factory=list, metadata={
-        "help": "Judgment corpora (jsonl rows with `messages`), e.g. the pointwise and pairwise SFT sets."})
-    max_rows: int | None = field(default=None, metadata={"help": "Use at most this many rows (after mixing)."})
+    train_files: list[str] = field(
+        default_factory=lambda: ["{run_dir}/prep/pointwise/sft.jsonl", "{run_dir}/prep/pairwise/sft.jsonl"],
+        metadata={"path": "input", "help": "judgment corpora (jsonl rows with `messages`): by default the pointwise "
+                  "and pairwise SFT sets `patarm prep` writes into the run folder"})
+    max_rows: int | None = field(default=None, metadata={"help": "use at most this many rows (after mixing)"})
+    judge_template: str | None = field(default=None, metadata={"help": "the pointwise template the corpus was "
+                                       "rendered with, recorded for `patarm judge`/`eval` (default: read from the rows)"})
+    rubric_mode: str | None = field(default=None, metadata={"help": "the corpus's rubric mode, recorded likewise"})
 
 
 class PaTaRMSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -47,7 +55,8 @@ def _check_row(row: dict, path: str, index: int) -> dict:
             raise DataError(path, index, "messages", "wrong_type", "each message needs a role and text content")
     if messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
         raise DataError(path, index, "messages", "bad_prompt", "the last message must be the judge's (assistant) judgment")
-    return {"messages": messages}
+    return {"messages": messages, "template": row.get("template") if row.get("kind", "pointwise") == "pointwise"
+            else None, "rubric_mode": row.get("rubric_mode")}
 
 
 def load_sft_rows(paths: list[str], max_rows: int | None = None) -> list[dict]:
@@ -56,25 +65,30 @@ def load_sft_rows(paths: list[str], max_rows: int | None = None) -> list[dict]:
         raise ValueError("train_files is empty: give at least one judgment corpus (jsonl with `messages` rows)")
     rows = []
     for path in paths:
-        with open(path, encoding="utf-8") as fh:
-            for i, line in enumerate(fh):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as err:
-                    raise DataError(path, i, None, "bad_json", f"not valid JSON ({err.msg})") from err
-                rows.append(_check_row(row, path, i))
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"SFT corpus {path} does not exist; write it with `patarm prep run` (the pointwise "
+                                    "and pairwise steps) or point train_files at judgment corpora")
+        for index, row in iter_jsonl(path):
+            if isinstance(row, DataError):
+                raise row
+            rows.append(_check_row(row, path, index))
     return rows[:max_rows] if max_rows else rows
+
+
+def _most_common(values: list) -> Any:
+    values = [v for v in values if v]
+    return Counter(values).most_common(1)[0][0] if values else None
 
 
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:
     """Load corpora and the judge, train with assistant-only loss, save."""
     setup_logging(args.report_to)
     rows = load_sft_rows(data.train_files, data.max_rows)
+    templates, modes = [r.pop("template") for r in rows], [r.pop("rubric_mode") for r in rows]
+    data.judge_template = data.judge_template or _most_common(templates)
+    data.rubric_mode = data.rubric_mode or _most_common(modes)
     texts = [m["content"] for r in rows for m in r["messages"]]
-    model, tokenizer = load_model_and_tokenizer(model_args.model_name_or_path, texts, data, seed=args.seed,
-                                                dtype=model_args.dtype, output_dir=args.output_dir)
+    model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
     trainer = PaTaRMSFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
         peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
@@ -83,10 +97,3 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(args.output_dir)
     return trainer
-
-
-def main(argv: list[str]) -> None:
-    from patarm.config import parse_config
-
-    data, args, model_args = parse_config((SFTDataArguments, SFTConfig, ModelConfig), argv, prog="patarm sft")
-    train(data, args, model_args)

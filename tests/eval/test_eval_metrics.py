@@ -93,13 +93,13 @@ def test_rewardbench_decisions_records():
         rewardbench.validate(rec)
         return rewardbench.item_result(rec, policy)
 
-    assert one(["A>B"]) == 1.0  # chosen shown as A and preferred
-    assert one(["B>A"]) == 0.0
-    assert one(["A=B"]) == 0.5 and one([None]) == 0.5  # official generative rule: tie/unparseable = 0.5
-    assert one(["A=B"], "strict") == 0.0
-    assert one(["A>B", "B>A"]) == 1.0  # d_BA "B>A" flips to "A>B": both orders agree
-    assert one(["A>B", "A>B"]) == 0.5  # position bias: the orders cancel
-    assert one([["A>B", "A>B", "B>A"], ["B>A"]]) == 1.0  # voting@n slots: 2 - 1 + 1 = 2 > 0
+    assert one(["A"]) == 1.0  # chosen shown as A and preferred
+    assert one(["B"]) == 0.0
+    assert one(["tie"]) == 0.5 and one([None]) == 0.5  # official generative rule: tie/unparseable = 0.5
+    assert one(["tie"], "strict") == 0.0
+    assert one(["A", "B"]) == 1.0  # d_BA "B" flips to "A": both orders agree
+    assert one(["A", "A"]) == 0.5  # position bias: the orders cancel
+    assert one([["A", "A", "B"], ["B"]]) == 1.0  # voting@n slots: 2 - 1 + 1 = 2 > 0
 
 
 # ---- RewardBench 2 ----
@@ -155,14 +155,14 @@ def _jb(label, decisions, source="mmlu-pro-law"):
 
 
 @pytest.mark.parametrize("label, decisions, correct", [
-    ("A>B", ["A>B", "A>B"], False),   # second flips to B>A: +1 - 1 = 0 (position bias)
-    ("A>B", ["A>B", "B>A"], True),    # +1 +1
-    ("A>B", [None, "B>A"], True),     # 0 +1
-    ("A>B", ["A=B", "A=B"], False),   # 0
-    ("B>A", ["B>A", "A>B"], True),    # +1 +1
-    ("B>A", ["B>A", "B>A"], False),   # +1 -1
-    ("A>B", ["A>B"], True),           # single game
-    ("A>B", [["A>B", "B>A", "A>B"], ["B>A", "A>B", "A=B"]], True),  # voting@3: +1 -1 +1 +1 -1 +0 = 1
+    ("A>B", ["A", "A"], False),   # second flips to B>A: +1 - 1 = 0 (position bias)
+    ("A>B", ["A", "B"], True),    # +1 +1
+    ("A>B", [None, "B"], True),     # 0 +1
+    ("A>B", ["tie", "tie"], False),   # 0
+    ("B>A", ["B", "A"], True),    # +1 +1
+    ("B>A", ["B", "B"], False),   # +1 -1
+    ("A>B", ["A"], True),           # single game
+    ("A>B", [["A", "B", "A"], ["B", "A", "tie"]], True),  # voting@3: +1 -1 +1 +1 -1 +0 = 1
 ])
 def test_judgebench_pair_rule(label, decisions, correct):
     rec = _jb(label, decisions)
@@ -171,8 +171,8 @@ def test_judgebench_pair_rule(label, decisions, correct):
 
 
 def test_judgebench_categories():
-    recs = [_jb("A>B", ["A>B", "B>A"], "mmlu-pro-math"), _jb("A>B", ["B>A", "A>B"], "livebench-math"),
-            _jb("B>A", ["B>A", "A>B"], "livebench-reasoning"), _jb("A>B", ["A>B", "B>A"], "livecodebench")]
+    recs = [_jb("A>B", ["A", "B"], "mmlu-pro-math"), _jb("A>B", ["B", "A"], "livebench-math"),
+            _jb("B>A", ["B", "A"], "livebench-reasoning"), _jb("A>B", ["A", "B"], "livecodebench")]
     m = judgebench.score(recs)
     # mmlu-pro-math is knowledge (prefix mmlu-pro), not math
     assert m == {"overall": 75.0, "knowledge": 100.0, "math": 0.0, "reasoning": 100.0, "coding": 100.0}

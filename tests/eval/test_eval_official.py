@@ -34,12 +34,14 @@ def official_rmbench_accuracy(results):
 
 
 def official_judgebench(pairs, include=lambda p: True):
-    """JudgeBench compute_final_metrics with reverse_order=True."""
+    """JudgeBench compute_final_metrics with reverse_order=True, on its own spelling of decisions."""
     flip = {"A>B": "B>A", "B>A": "A>B"}
+    official = {"A": "A>B", "B": "B>A", "tie": "A=B", None: None}  # ours -> JudgeBench's
     pairs = [p for p in pairs if include(p)]
     n_correct = 0
     for p in pairs:
-        d1, d2 = p["decisions"][0], flip.get(p["decisions"][1], p["decisions"][1])
+        d1, d2 = official[p["decisions"][0]], official[p["decisions"][1]]
+        d2 = flip.get(d2, d2)
         counter = sum(1 if d == p["label"] else -1 if d == flip[p["label"]] else 0 for d in (d1, d2))
         n_correct += counter > 0
     return 100 * n_correct / len(pairs)
@@ -123,7 +125,7 @@ def test_judgebench_real_files_match_official(judgebench_dir):
     for item in items:
         a, b = (len(t) for t in item["candidates"])
         # d_AB from lengths; d_BA from a noisy judge that sees (B, A) and answers in that order.
-        d_ba = rng.choice(["A>B", "B>A", "A=B", None, from_scores(b, a)])
+        d_ba = rng.choice(["A", "B", "tie", None, from_scores(b, a)])
         records.append(dict(judgebench.make_record(item, decisions={(0, 1): ([from_scores(a, b)], [d_ba])})))
     metrics = judgebench.score(records)
     assert abs(metrics["overall"] - official_judgebench(records)) < TOL

@@ -11,9 +11,14 @@ import pytest
 
 from patarm.data import DataError
 from patarm.prep.convert import helpsteer2_messages
-from patarm.prep.io import read_pairs, sha256_file, step_is_done
+from helpers import run_cli
+from patarm.io import sha256_file
+from patarm.prep.io import read_pairs, step_is_done
 from patarm.prep.normalize import NormalizeConfig, normalize
-from patarm.prep_cli import main as prep_main
+
+
+def prep_main(argv):
+    run_cli("prep", *argv)
 
 SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks"
 DEMO = SHARED / "preference-pairs" / "dpo_en_demo.json"
@@ -57,7 +62,8 @@ def test_cli_exit_message_and_summary(tmp_path, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", MIXED)
     with pytest.raises(SystemExit) as info:
         prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o")])
-    assert "row 1" in str(info.value.code) and "identical_responses" in str(info.value.code)
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "row 1" in err and "identical_responses" in err
     prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o"), "--on-error", "skip"])
     assert "rows_in=5 rows_out=2" in capsys.readouterr().out
 

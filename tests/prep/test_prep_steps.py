@@ -6,18 +6,20 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import DEMO_PAIRS, run_cli
 
 from patarm.data import PreferencePair
 from patarm.prep.classify import classify_pairs, heuristic_domain, load_prompt, parse_label, render_classify
 from patarm.prep.dedup import dedup_pairs
-from patarm.prep.io import read_jsonl, read_pairs, write_jsonl
+from patarm.io import read_jsonl, write_jsonl
+from patarm.prep.io import read_pairs
 from patarm.prep.mix import flip_labels
 from patarm.prep.steps import (
     ClassifyConfig, MixConfig, PairwiseConfig, PointwiseConfig, RLConfig, run_classify, run_mix, run_pairwise,
     run_pointwise, run_rl,
 )
-from patarm.synthetic import make_pairs
-from patarm.teachers import RuleTeacher
+from patarm.demo.synthetic import make_pairs
+from patarm.demo.teacher import RuleTeacher
 
 
 def pair(i, prompt="Tell me about rivers.", chosen=None, rejected=None, source=None, **kw):
@@ -109,12 +111,8 @@ def test_pointwise_pairwise_intersection_and_rl(synthetic_dir, tmp_path):
     assert {p.id for p in read_pairs(tmp_path / "pa")} <= {p.id for p in read_pairs(tmp_path / "pw")}
     rl = run_rl(RLConfig(input=str(synthetic_dir), n=8), tmp_path / "rl", RuleTeacher(error_rate=0.2))
     assert consistent(rl) and rl["rows_out"] > 0 and set(rl["dropped"]) <= {"too_easy", "too_hard"}
-    grpo = list(read_jsonl(tmp_path / "rl" / "grpo.jsonl"))
-    assert len(grpo) == 2 * rl["rows_out"] and [g["side"] for g in grpo[:2]] == ["chosen", "rejected"]
-    assert grpo[0]["pair_id"] == grpo[1]["pair_id"] == read_pairs(tmp_path / "rl")[0].id
-    import datasets
-
-    assert len(datasets.load_dataset("json", data_files=str(tmp_path / "rl" / "grpo.jsonl"), split="train")) == len(grpo)
+    assert len(read_pairs(tmp_path / "rl")) == rl["rows_out"]  # what `patarm grpo` reads
+    assert not (tmp_path / "rl" / "grpo.jsonl").exists()
 
 
 def test_teacher_steps_refuse_repeated_ids(tmp_path):
@@ -126,9 +124,10 @@ def test_teacher_steps_refuse_repeated_ids(tmp_path):
 
 
 def test_step_commands_on_the_command_line(synthetic_dir, tmp_path, capsys):
-    from patarm.prep_cli import main as prep_main
+    def prep_main(argv):
+        run_cli("prep", *argv)
 
-    demo = Path(__file__).resolve().parents[2] / "patarm" / "assets" / "if_pairs_demo.jsonl"
+    demo = DEMO_PAIRS
     prep_main(["mix", "--output", str(tmp_path / "mix"), "--sources", str(synthetic_dir),
                json.dumps({"path": str(demo), "cap": 5}), "--drop-sources", "magpie_ultra"])
     prep_main(["noise", "--input", str(tmp_path / "mix"), "--output", str(tmp_path / "noisy"), "--fraction", "0.5"])
@@ -137,5 +136,6 @@ def test_step_commands_on_the_command_line(synthetic_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "mix: rows_in=96 rows_out=53 dropped: over_cap=43" in out
     assert "noise: rows_in=53 rows_out=53" in out and "pointwise: rows_in=48 rows_out=48" in out
-    with pytest.raises(SystemExit, match="needs a teacher"):
+    with pytest.raises(SystemExit) as err:
         prep_main(["rl", "--input", str(synthetic_dir), "--output", str(tmp_path / "rl")])
+    assert err.value.code == 2 and "needs a teacher" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible teacher against a real loopback HTTP server with injected faults.
+"""The OpenAI-compatible backend behind the generation cache (as a prep teacher) against a real loopback HTTP server with injected faults.
 
 The server answers from a fault plan keyed by each request's body: 500s, 503s, 429s, hangs past the
 client timeout, malformed and empty bodies. The client runs in a subprocess that is SIGKILLed
@@ -19,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from patarm.teachers import OpenAITeacher, TeacherCache, TeacherError, cache_key
-from patarm.teachers.stub_server import body_key, canned_completion, serve
+from patarm.backends import BackendError, CachedBackend, GenerationCache, cache_key
+from patarm.backends.openai import OpenAIBackend
+from patarm.backends.stub_server import body_key, canned_completion, serve
 
 REPO = Path(__file__).resolve().parents[2]
 N_PROMPTS, N_SAMPLES, CONCURRENCY = 40, 2, 4
@@ -34,16 +35,23 @@ def fault_plan(key: str, attempt: int) -> str | None:
     return faults[attempt] if attempt < len(faults) else None
 
 
+def teacher(model: str, base_url: str, cache=None, **kwargs) -> CachedBackend:
+    """What `make_backend({"kind": "openai", ...}, cache=...)` builds for a prep step."""
+    return CachedBackend(OpenAIBackend(model, base_url, progress=False, **kwargs), cache, chunk_size=1 << 30,
+                         progress=False)
+
+
 CLIENT = textwrap.dedent("""
     import json, os, sys
-    from patarm.teachers import OpenAITeacher
+    from patarm.backends import make_backend
     base_url, cache, out, n_prompts, n_samples, conc = sys.argv[1:7]
     prompts = [[{"role": "user", "content": f"question {i}"}] for i in range(int(n_prompts))]
-    teacher = OpenAITeacher("stub-model", base_url, concurrency=int(conc), timeout_s=0.4, max_retries=6,
-                            backoff_s=0.01, max_backoff_s=0.05, cache=cache, progress=False)
+    teacher = make_backend({"kind": "openai", "model": "stub-model", "base_url": base_url, "concurrency": int(conc),
+                            "timeout_s": 0.4, "max_retries": 6, "backoff_s": 0.01, "max_backoff_s": 0.05,
+                            "max_tokens": 2048}, cache=cache, progress=False)
     texts = teacher.generate(prompts, num_samples=int(n_samples), seed=7)
     with open(out + ".tmp", "w") as fh:
-        json.dump({"texts": texts, "stats": dict(teacher.stats)}, fh)
+        json.dump({"texts": texts, "stats": {"cached": teacher.stats.cached, **teacher.backend.stats}}, fh)
     os.replace(out + ".tmp", out)
 """)
 
@@ -78,7 +86,7 @@ def test_kill_and_restart_loses_nothing_and_repeats_nothing(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
         assert not (tmp_path / "out.json").exists(), "the client finished before it could be killed"
-        cache = TeacherCache(tmp_path / "cache.sqlite")
+        cache = GenerationCache(tmp_path / "cache.sqlite")
         cached_before = cache.keys()
         cache.close()
         finished_before = len(cached_before)
@@ -111,15 +119,15 @@ def test_kill_and_restart_loses_nothing_and_repeats_nothing(tmp_path):
 
 def test_retries_each_fault_kind_in_process(tmp_path):
     with serve(fault=fault_plan, hang_s=0.6) as server:
-        teacher = OpenAITeacher("stub-model", server.base_url, concurrency=8, timeout_s=0.3, max_retries=4,
-                                backoff_s=0.01, cache=tmp_path / "c.sqlite", progress=False)
+        client = teacher("stub-model", server.base_url, tmp_path / "c.sqlite", concurrency=8, timeout_s=0.3,
+                         max_retries=4, backoff_s=0.01)
         prompts = [[{"role": "user", "content": f"q{i}"}] for i in range(24)]
-        first = teacher.generate(prompts, num_samples=1)
+        first = client.generate(prompts, num_samples=1)
         assert all(server.successes[k] == 1 for k in server.successes) and len(server.successes) == 24
-        assert any(k.startswith("retry:timeout") for k in teacher.stats)
-        assert any(k.startswith("retry:malformed") for k in teacher.stats)
+        assert any(k.startswith("retry:timeout") for k in client.backend.stats)
+        assert any(k.startswith("retry:malformed") for k in client.backend.stats)
         calls = sum(server.attempts.values())
-        again = OpenAITeacher("stub-model", server.base_url, cache=tmp_path / "c.sqlite", progress=False)
+        again = teacher("stub-model", server.base_url, tmp_path / "c.sqlite")
         assert again.generate(prompts) == first and sum(server.attempts.values()) == calls  # all from cache
 
 
@@ -131,20 +139,19 @@ def test_gives_up_then_resumes_without_repeats(tmp_path):
 
     prompts = [[{"role": "user", "content": f"q{i}"}] for i in range(12)]
     with serve(fault=plan) as server:
-        teacher = OpenAITeacher("m", server.base_url, concurrency=3, max_retries=2, backoff_s=0.01,
-                                cache=tmp_path / "c.sqlite", progress=False)
-        with pytest.raises(TeacherError, match="rerun to resume"):
-            teacher.generate(prompts)
+        client = teacher("m", server.base_url, tmp_path / "c.sqlite", concurrency=3, max_retries=2, backoff_s=0.01)
+        with pytest.raises(BackendError, match="rerun to resume"):
+            client.generate(prompts)
         done = dict(server.successes)
         broken["on"] = False
-        texts = teacher.generate(prompts)
+        texts = client.generate(prompts)
     assert len(texts) == 12 and all(server.successes[k] == 1 for k in server.successes)
     assert all(server.attempts[k] == 1 for k in done)  # finished calls were not sent again
 
 
 def test_bad_request_stops_at_once(tmp_path):
     with serve() as server:
-        teacher = OpenAITeacher("m", server.base_url.replace("/v1", "/nope"), max_retries=5, progress=False)
-        with pytest.raises(TeacherError, match="HTTP 404"):
-            teacher.generate([[{"role": "user", "content": "x"}]] * 3)
-        assert teacher.stats["requests"] <= 3
+        client = teacher("m", server.base_url.replace("/v1", "/nope"), max_retries=5)
+        with pytest.raises(BackendError, match="HTTP 404"):
+            client.generate([[{"role": "user", "content": "x"}]] * 3)
+        assert client.backend.stats["requests"] <= 3

@@ -1,4 +1,5 @@
-"""Teacher backends behind one interface: rule, local transformers (tiny model), vLLM glue, the factory."""
+"""Backends behind one interface as teachers: rule, local transformers (tiny model), vLLM glue, the cache
+wrapper, the factory."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import types
 import pytest
 
 from patarm.judge import parse_judgment, render_pairwise, render_pointwise
-from patarm.synthetic import make_pairs
-from patarm.teachers import HFTeacher, RuleTeacher, TeacherCache, TeacherError, VLLMTeacher, make_teacher
+from patarm.demo.synthetic import make_pairs
+from patarm.backends import BackendError, CachedBackend, GenerationCache, GenerationOptions, make_backend
+from patarm.backends.hf import HFBackend
+from patarm.backends.vllm import VLLMBackend
+from patarm.demo.teacher import RuleTeacher
 
 PAIRS = make_pairs(12, seed=3)
 
@@ -30,44 +34,46 @@ def test_rule_teacher_pointwise_pairwise_and_errors():
     noisy = RuleTeacher(error_rate=0.5, seed=1)
     once, again = noisy.generate(prompts, 4, metadata=meta), noisy.generate(prompts, 4, metadata=meta)
     assert once == again and once != texts  # seeded: the same call always gets the same answer
-    with pytest.raises(TeacherError, match="metadata"):
+    with pytest.raises(BackendError, match="metadata"):
         RuleTeacher().generate(prompts)
     plain = PAIRS[0].__class__(id="x", prompt=PAIRS[0].prompt, chosen="a", rejected="b")
-    with pytest.raises(TeacherError, match="synthetic"):
+    with pytest.raises(BackendError, match="synthetic"):
         RuleTeacher().generate(prompts[:1], metadata=[{"pair": plain, "side": "chosen"}])
 
 
 class CountingBackend:
-    """An HFBackend stand-in that counts the prompts it is asked to complete."""
+    """A backend stand-in that counts the prompts it is asked to complete."""
+
+    model_id = "counting"
 
     def __init__(self):
-        from patarm.judge.backends import GenerationOptions
+        self.calls = 0
 
-        self.options, self.calls = GenerationOptions(max_new_tokens=4), 0
-        self.model = types.SimpleNamespace(config=types.SimpleNamespace(_name_or_path="counting"))
+    def sampling(self):
+        return {"temperature": 1.0}
 
-    def generate(self, prompts, num_samples=1, seed=None):
+    def generate(self, prompts, num_samples=1, seed=None, metadata=None, on_result=None):
         self.calls += len(prompts)
         return [[f"{p[-1]['content'][:6]}#{s}" for s in range(num_samples)] for p in prompts]
 
 
-def test_hf_teacher_caches_per_chunk(tmp_path):
+def test_cached_backend_caches_per_chunk(tmp_path):
     backend = CountingBackend()
     prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(10)]
-    teacher = HFTeacher(backend, cache=tmp_path / "c.sqlite", chunk_size=3)
+    teacher = CachedBackend(backend, tmp_path / "c.sqlite", chunk_size=3, progress=False)
     first = teacher.generate(prompts[:4], num_samples=2)
-    assert backend.calls == 4 and len(TeacherCache(tmp_path / "c.sqlite")) == 8
+    assert backend.calls == 4 and len(GenerationCache(tmp_path / "c.sqlite")) == 8
     texts = teacher.generate(prompts, num_samples=2)  # only the 6 new prompts are generated
     assert backend.calls == 10 and texts[:4] == first and texts[9] == ["prompt#0", "prompt#1"]
+    assert teacher.stats.cached == 8 and teacher.stats.generated == 20
 
 
 def test_hf_teacher_with_a_tiny_local_model(tmp_path):
-    from patarm.judge.backends import GenerationOptions, HFBackend
     from patarm.models.tiny import build_tiny_judge
 
     model, tokenizer = build_tiny_judge(["judge the response <score>5</score>"] * 8, vocab_size=300)
-    teacher = HFTeacher(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=6)), model_id="tiny",
-                        cache=tmp_path / "c.sqlite")
+    teacher = CachedBackend(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=6), model_id="tiny"),
+                            tmp_path / "c.sqlite", progress=False)
     prompts, meta = side_prompts(PAIRS[:2])
     texts = teacher.generate(prompts, num_samples=1, metadata=meta)
     assert len(texts) == 4 and all(len(t) == 1 and isinstance(t[0], str) for t in texts)
@@ -77,30 +83,32 @@ def test_hf_teacher_with_a_tiny_local_model(tmp_path):
 def test_vllm_teacher_needs_vllm_and_uses_llm_chat(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "vllm", None)  # import vllm -> ImportError
     with pytest.raises(ImportError, match="OpenAI-compatible"):
-        VLLMTeacher("some/model")
+        VLLMBackend("some/model")
     seen = {}
 
     class FakeLLM:
         def __init__(self, model, **kwargs):
             seen["model"] = model
 
-        def chat(self, prompts, sampling, use_tqdm=False):
+        def chat(self, prompts, sampling, use_tqdm=False, chat_template_kwargs=None):
             seen["n"] = sampling.n
             out = types.SimpleNamespace
             return [out(outputs=[out(text=f"{p[-1]['content']}-{i}") for i in range(sampling.n)]) for p in prompts]
 
     fake = types.SimpleNamespace(LLM=FakeLLM, SamplingParams=lambda **kw: types.SimpleNamespace(**kw))
     monkeypatch.setitem(sys.modules, "vllm", fake)
-    teacher = VLLMTeacher("some/model", cache=tmp_path / "v.sqlite", tensor_parallel_size=1)
+    teacher = make_backend({"kind": "vllm", "model": "some/model", "tensor_parallel_size": 1},
+                           cache=tmp_path / "v.sqlite", progress=False)
     texts = teacher.generate([[{"role": "user", "content": "q"}]], num_samples=3, seed=1)
     assert texts == [["q-0", "q-1", "q-2"]] and seen == {"model": "some/model", "n": 3}
 
 
-def test_make_teacher(tmp_path):
-    assert isinstance(make_teacher({"kind": "rule", "error_rate": 0.1}), RuleTeacher)
-    teacher = make_teacher({"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}, tmp_path, "judge")
-    assert teacher.cache.path == tmp_path / "judge.sqlite" and teacher.url.endswith("/v1/chat/completions")
+def test_make_backend(tmp_path):
+    assert isinstance(make_backend({"kind": "rule", "error_rate": 0.1}), RuleTeacher)
+    teacher = make_backend({"kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"},
+                           cache=tmp_path / "judge.sqlite")
+    assert teacher.cache.path == tmp_path / "judge.sqlite" and teacher.backend.url.endswith("/v1/chat/completions")
     with pytest.raises(ValueError, match="kind"):
-        make_teacher({"kind": "gpt"})
+        make_backend({"kind": "gpt"})
     with pytest.raises(ValueError, match="model"):
-        make_teacher({"kind": "openai"})
+        make_backend({"kind": "openai"})

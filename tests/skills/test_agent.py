@@ -3,7 +3,7 @@
 import json
 
 from patarm.skills.agent import TOOLS, run_agent
-from patarm.skills.chat import AssistantTurn, HFChat, OpenAIChat, ToolCall, parse_tool_calls
+from patarm.backends.base import AssistantTurn, ToolCall, parse_tool_calls
 from patarm.skills.package import find_skill
 from patarm.skills.session import mount
 
@@ -69,7 +69,10 @@ def test_transformers_backend_runs_the_loop():
     from patarm.models.tiny import build_tiny_judge
 
     model, tokenizer = build_tiny_judge([SAMPLE["prompt"], json.dumps(TOOLS)] + SAMPLE["candidates"], vocab_size=400)
-    chat = HFChat(model, tokenizer, max_new_tokens=8)
+    from patarm.backends import GenerationOptions
+    from patarm.backends.hf import HFBackend
+
+    chat = HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=8)).chat_turn
     result = run_agent(SKILL, SAMPLE, chat, max_turns=1)
     # A random model cannot call tools: every turn gets an error observation, then the forced call.
     assert result.turns == 2 and result.forced and result.index is None
@@ -79,15 +82,17 @@ def test_transformers_backend_runs_the_loop():
 
 
 def test_openai_backend_payload(monkeypatch):
+    from patarm.backends.openai import OpenAIBackend
+
     sent = {}
 
-    def fake_post(self, payload):
+    async def fake_call(self, client, payload, extract):
         sent.update(payload)
-        return {"choices": [{"message": {"content": None, "tool_calls": [
-            {"id": "x1", "type": "function", "function": {"name": "final_answer", "arguments": '{"evidence": []}'}}]}}]}
+        return extract({"choices": [{"message": {"content": None, "tool_calls": [
+            {"id": "x1", "type": "function", "function": {"name": "final_answer", "arguments": '{"evidence": []}'}}]}}]})
 
-    monkeypatch.setattr(OpenAIChat, "_post", fake_post)
-    chat = OpenAIChat("http://localhost:8000/v1", "judge")
+    monkeypatch.setattr(OpenAIBackend, "_call", fake_call)
+    chat = OpenAIBackend("judge", "http://localhost:8000/v1").chat_turn
     history = [{"role": "assistant", "content": "", "tool_calls": [
         {"id": "a", "type": "function", "function": {"name": "list_resources", "arguments": {}}}]}]
     turn = chat(history, TOOLS, force="final_answer")

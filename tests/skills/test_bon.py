@@ -3,7 +3,7 @@
 import json
 
 from patarm.skills.bon import PoolItem, cross_fitted_priors, evaluate_pool, load_pool, model_judge
-from patarm.skills.bon_cli import main as bon_main
+from helpers import run_cli
 from patarm.skills.package import find_skill
 
 SKILL = find_skill("reward-judge")
@@ -24,7 +24,7 @@ def _pool(tmp_path):
 
 
 def test_generic_pool_with_and_without_reference(tmp_path, capsys):
-    bon_main(["--pool", str(_pool(tmp_path)), "--skill", "reward-judge"])
+    run_cli("skill", "bon", "--pool", _pool(tmp_path), "--skill", "reward-judge")
     report = json.loads(capsys.readouterr().out)
     without, with_ref = report["without_reference"], report["with_reference"]
     assert without["single_source"] == {"m1": 0.0, "m2": 50.0, "m3": 100.0} and without["oracle"] == 100.0

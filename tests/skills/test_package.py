@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from patarm.rubrics import RUBRIC_DIR, available_domains, render_primary_rubrics
-from patarm.skills.cli import main as skill_main
+from helpers import run_cli
 from patarm.skills.package import BANK_DIR, RESOURCE_TYPES, SkillError, find_skill, list_skills, load_skill
 from patarm.skills.session import SkillSession
 from patarm.skills.validate import validate_skill
@@ -66,7 +66,7 @@ def test_broken_skill_reports_every_problem(tmp_path, capsys):
     with pytest.raises(SkillError):
         load_skill(folder)
     with pytest.raises(SystemExit) as exit_info:
-        skill_main(["validate", str(folder)])
+        run_cli("skill", *["validate", str(folder)])
     assert exit_info.value.code == 1
     printed = capsys.readouterr().out
     assert "resources.yaml: resources[1].type:" in printed and "SKILL.md: name:" in printed
@@ -81,7 +81,7 @@ def test_missing_files_are_reported(tmp_path):
 
 def test_cli_validate_ok_and_show(capsys):
     with pytest.raises(SystemExit) as exit_info:
-        skill_main(["validate", str(BANK_DIR / "reward-judge")])
+        run_cli("skill", *["validate", str(BANK_DIR / "reward-judge")])
     assert exit_info.value.code == 0
-    skill_main(["show", "reward-judge", "--resource", "safety-hard-constraints"])
+    run_cli("skill", *["show", "reward-judge", "--resource", "safety-hard-constraints"])
     assert "constraint:no-serious-harm" in capsys.readouterr().out

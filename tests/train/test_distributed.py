@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers import DEMO_PAIRS, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 ACCELERATE = str(Path(sys.executable).parent / "accelerate")
@@ -86,8 +87,9 @@ def test_export_gives_the_same_greedy_judgments(tmp_path):
 
     from patarm.data import load_pairs
     from patarm.export import export
-    from patarm.judge.backends import GenerationOptions, HFBackend
-    from patarm.judge.run import judge_pairs_pointwise
+    from patarm.backends import GenerationOptions
+    from patarm.backends.hf import HFBackend
+    from patarm.eval.pairs import judge_pairs_pointwise
 
     out = tmp_path / "run"
     _run([sys.executable, "-m", "patarm", "grpo", "--config", TINY, "--output_dir", str(out), "--max_steps", "2"], tmp_path)
@@ -95,7 +97,7 @@ def test_export_gives_the_same_greedy_judgments(tmp_path):
     assert (exported / "model.safetensors").is_file() and (exported / "generation_config.json").is_file()
     card = (exported / "README.md").read_text()
     assert "rubric mode | adaptive" in card and "graded" in card and '"accuracy": 0.5' in card
-    pairs = load_pairs("patarm/assets/if_pairs_demo.jsonl", limit=4).pairs
+    pairs = load_pairs(DEMO_PAIRS, limit=4).pairs
     opts = GenerationOptions(max_new_tokens=16)
     a = judge_pairs_pointwise(pairs, HFBackend.from_pretrained(str(out / "checkpoint-2"), opts), "pointwise-compact")
     model = AutoModelForCausalLM.from_pretrained(str(exported))

@@ -4,9 +4,10 @@ import json
 from pathlib import Path
 
 import pytest
+from helpers import DEMO_PAIRS, run_cli
 
 from patarm.data import load_pairs
-from patarm.data.rl import pairs_to_judge_rows
+from patarm.train.grpo import pairs_to_judge_rows
 from patarm.data.schema import DataError
 from patarm.judge import load_template
 from patarm.models.tiny import build_tiny_judge
@@ -14,7 +15,7 @@ from patarm.train.sft import load_sft_rows
 from patarm.train.truncate import MARKER, truncate_judge_rows
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "patarm" / "assets" / "if_pairs_demo.jsonl"
+DEMO = DEMO_PAIRS
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +50,9 @@ def test_long_prompts_are_truncated_keeping_the_instructions(tiny_judge):
 
 
 def test_judge_cli_writes_one_record_per_pair(tiny_judge, tmp_path, capsys):
-    from patarm.judge.cli import main
-
     out = tmp_path / "j.jsonl"
-    main(["--model", str(tiny_judge[0]), "--input", str(DEMO), "--template", "pointwise-compact",
-          "--num-samples", "2", "--max-new-tokens", "8", "--output", str(out)])
+    run_cli("judge", "--model", tiny_judge[0], "--input", DEMO, "--template", "pointwise-compact",
+            "--num-samples", "2", "--temperature", "0.7", "--max-new-tokens", "8", "--output", out)
     records = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(records) == 48 and len(records[0]["chosen"]) == 2
     assert {"score", "tags_ok", "criteria", "evaluation", "par", "format"} <= set(records[0]["chosen"][0])
@@ -63,14 +62,11 @@ def test_judge_cli_writes_one_record_per_pair(tiny_judge, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bt_baseline_trains(tmp_path):
-    from trl import ModelConfig, RewardConfig
+    from patarm.cli.train import parse
+    from patarm.train.bt import train
 
-    from patarm.config import parse_config
-    from patarm.train.bt import BTDataArguments, train
-
-    data, args, model_args = parse_config((BTDataArguments, RewardConfig, ModelConfig),
-                                          ["--config", str(ROOT / "configs/bt/tiny.yaml"), "--output_dir", str(tmp_path),
-                                           "--train_file", str(DEMO), "--max_steps", "2"])
+    data, args, model_args = parse("bt", ["--config", str(ROOT / "configs/bt/tiny.yaml"), "--output_dir", str(tmp_path),
+                                          "--train_file", str(DEMO), "--max_steps", "2"])
     trainer = train(data, args, model_args)
     assert trainer.state.global_step == 2 and (tmp_path / "model.safetensors").is_file()
 
@@ -78,7 +74,7 @@ def test_bt_baseline_trains(tmp_path):
 @pytest.mark.slow
 def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
-    from patarm.quickstart import Sizes, run
+    from patarm.demo.quickstart import Sizes, run
 
     report = run(tmp_path, Sizes.small())
     saved = json.loads((tmp_path / "report.json").read_text())

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from patarm.verify import humaneval
-from patarm.verify.cli import main as verify_main
+from helpers import run_cli
 
 
 def test_pass_at_k_estimator():
@@ -33,7 +33,7 @@ def test_canonical_solutions_score_100_and_wrong_ones_fail(bench, tmp_path, caps
             fh.write(json.dumps({"task_id": task_id, "completion": p["canonical_solution"]}) + "\n")
         fh.write(json.dumps({"task_id": "HumanEval/0", "completion": "    return not True\n"}) + "\n")
     results_path = tmp_path / "results.jsonl"
-    verify_main(["humaneval", "--samples", str(samples), "--problems", str(problems_path),
+    run_cli("verify", *["humaneval", "--samples", str(samples), "--problems", str(problems_path),
                  "--results", str(results_path), "--k", "1"])
     out = json.loads(capsys.readouterr().out)
     # HumanEval/0 has one right and one wrong sample (pass@1 = 0.5); the other 163 tasks pass.

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from patarm.verify import ifeval, mathans
-from patarm.verify.cli import main as verify_main
+from helpers import run_cli
 
 SOURCES = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 
@@ -34,7 +34,7 @@ def test_math_cli(tmp_path, capsys):
     rows = [{"gold": "A: 18", "solution": "9*2=18\nA: 18", "is_correct": True},
             {"gold": "A: 18", "solution": "A: 26", "is_correct": False}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    verify_main(["math", "--input", str(path)])
+    run_cli("verify", *["math", "--input", str(path)])
     assert json.loads(capsys.readouterr().out) == {"n": 2, "correct_pct": 50.0, "agreement_pct": 100.0}
 
 
@@ -63,13 +63,14 @@ def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
         for i, row in enumerate(ifeval_rows):
             fh.write(json.dumps({"prompt": row["prompt"], "response": "" if i % 2 else row["prompt"].lower()}) + "\n")
     argv = ["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(responses)]
-    verify_main(argv)
+    run_cli("verify", *argv)
     first = json.loads(capsys.readouterr().out)
     assert set(first) == {"prompt_strict", "inst_strict", "prompt_loose", "inst_loose"}
     assert 0 < first["prompt_strict"] <= first["prompt_loose"] < 50  # half the responses are empty
     assert first["inst_strict"] <= first["inst_loose"]
-    verify_main(argv)
+    run_cli("verify", *argv)
     assert json.loads(capsys.readouterr().out) == first  # seeded: reproducible
     responses.write_text("")
-    with pytest.raises(ValueError, match="without a response"):
-        verify_main(argv)
+    with pytest.raises(SystemExit) as err:
+        run_cli("verify", *argv)
+    assert err.value.code == 2 and "without a response" in capsys.readouterr().err

@@ -10,7 +10,7 @@ import pytest
 
 from patarm.verify import Limits, SandboxPool, run_python
 from patarm.verify import isolation
-from patarm.verify.cli import main as verify_main
+from helpers import run_cli
 
 sys.path.insert(0, str(Path(__file__).parent))
 import hostile  # noqa: E402
@@ -132,7 +132,7 @@ def test_pool_runs_in_order():
 def test_cli_prints_json_verdict(tmp_path, capsys):
     prog = tmp_path / "p.py"
     prog.write_text("print('hi')\nwhile True: pass\n")
-    verify_main(["python", str(prog), "--timeout", "1", "--memory-mb", "128"])
+    run_cli("verify", *["python", str(prog), "--timeout", "1", "--memory-mb", "128"])
     out = json.loads(capsys.readouterr().out)
     assert set(out) >= {"status", "returncode", "stdout", "stderr", "isolation"}
     assert out["status"] == "timeout" and out["stdout"] == "hi\n"

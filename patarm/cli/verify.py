@@ -51,7 +51,7 @@ def _limits(args: argparse.Namespace):
 
 
 def _run_math(args: argparse.Namespace) -> dict:
-    from patarm.verify.humaneval import read_jsonl
+    from patarm.io import read_jsonl
     from patarm.verify.mathans import verify_many
 
     rows = read_jsonl(args.input)
@@ -64,7 +64,7 @@ def _run_math(args: argparse.Namespace) -> dict:
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(command: str, argv: list[str]) -> None:
     args = _parser().parse_args(argv)
     if args.verifier == "python":
         from patarm.verify.sandbox import run_python_file
@@ -90,6 +90,3 @@ def main(argv: list[str] | None = None) -> None:
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
 
-
-if __name__ == "__main__":
-    main()

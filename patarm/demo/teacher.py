@@ -1,4 +1,5 @@
-"""A rule-backed teacher for the bundled synthetic instruction-following task (`patarm.synthetic`).
+"""A rule-backed teacher for the bundled synthetic instruction-following task (`patarm.demo.synthetic`):
+the backend `kind: rule` of prep configs, standing in for a large teacher model on a CPU.
 
 It reads the pair behind each prompt from `metadata[i]` — {"pair", "side"} for pointwise prompts,
 {"pair", "swapped"} for pairwise ones, {"task": "classify", "pair"} for domain labels — and writes
@@ -12,8 +13,9 @@ import random
 from typing import Any, Sequence
 
 from patarm.data import PreferencePair
-from patarm.synthetic import check, constraint_of, teacher_judgment
-from patarm.teachers.base import Messages, TeacherError
+from patarm.backends.base import BackendError, OnResult
+from patarm.data.schema import Messages
+from patarm.demo.synthetic import check, constraint_of, teacher_judgment
 
 
 def _pair(meta: dict[str, Any], index: int) -> PreferencePair:
@@ -21,11 +23,11 @@ def _pair(meta: dict[str, Any], index: int) -> PreferencePair:
     if isinstance(pair, dict):
         pair = PreferencePair.from_dict(pair)
     if not isinstance(pair, PreferencePair):
-        raise TeacherError(f"RuleTeacher: metadata[{index}] has no 'pair'; it only judges prompts built by "
+        raise BackendError(f"RuleTeacher: metadata[{index}] has no 'pair'; it only judges prompts built by "
                            "patarm.prep steps, which pass {'pair': ..., 'side': ...} per prompt")
     if "constraint" not in pair.metadata:
-        raise TeacherError(f"RuleTeacher: pair {pair.id} has no metadata['constraint']; the rule teacher only "
-                           "knows the synthetic task (patarm.synthetic); use a model teacher for other data")
+        raise BackendError(f"RuleTeacher: pair {pair.id} has no metadata['constraint']; the rule teacher only "
+                           "knows the synthetic task (patarm.demo.synthetic); use a model teacher for other data")
     return pair
 
 
@@ -36,11 +38,15 @@ class RuleTeacher:
         if not 0.0 <= error_rate <= 1.0:
             raise ValueError(f"error_rate must be in [0, 1], got {error_rate}")
         self.error_rate, self.seed, self.rubric_mode = error_rate, seed, rubric_mode
+        self.model_id = f"rule(error_rate={error_rate}, seed={seed})"
+
+    def sampling(self) -> dict[str, Any]:
+        return {"error_rate": self.error_rate, "seed": self.seed, "rubric_mode": self.rubric_mode}
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
-                 metadata: Sequence[dict] | None = None) -> list[list[str]]:
+                 metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
         if metadata is None or len(metadata) != len(prompts):
-            raise TeacherError("RuleTeacher needs metadata (one dict per prompt with the pair it is about)")
+            raise BackendError("RuleTeacher needs metadata (one dict per prompt with the pair it is about)")
         out = []
         for i, meta in enumerate(metadata):
             pair = _pair(meta, i)

@@ -1,4 +1,5 @@
-"""`patarm skill <validate|list|show|route> ...`: check, browse and route skill packages."""
+"""`patarm skill <validate|list|show|route|bon> ...`: check, browse and route skill packages, and select
+best-of-N with one (`patarm skill bon --pool FILE`, also `patarm bon`)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from patarm.skills.package import BANK_DIR
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="patarm skill", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("bon", help="best-of-N selection with a skill (see `patarm skill bon --help`)", add_help=False)
     val = sub.add_parser("validate", help="report every problem of skill folders (file: field: message)")
     val.add_argument("dirs", nargs="+")
     lst = sub.add_parser("list", help="names and descriptions of the skills in a bank (progressive disclosure, level 1)")
@@ -41,7 +43,20 @@ def _validate(dirs: list[str]) -> int:
     return 1 if bad else 0
 
 
-def main(argv: list[str] | None = None) -> None:
+def _bon(argv: list[str]) -> None:
+    from patarm.config import parse_stage
+    from patarm.skills.bon import BonArguments, run_bon
+
+    (args,) = parse_stage((BonArguments,), argv, prog="patarm skill bon",
+                          description="Best-of-N selection with a skill: selection accuracy (percent) without the "
+                          "reference answer and with it mounted as a per-sample resource, beside every single "
+                          "source's accuracy and Oracle@N.")
+    print(json.dumps(run_bon(args), indent=1))
+
+
+def main(command: str, argv: list[str]) -> None:
+    if command == "bon" or (argv and argv[0] == "bon"):
+        return _bon(argv if command == "bon" else argv[1:])
     args = _parser().parse_args(argv)
     if args.command == "validate":
         sys.exit(_validate(args.dirs))
@@ -69,6 +84,3 @@ def main(argv: list[str] | None = None) -> None:
         print(f"[{m['role']}]\n{m['content']}\n")
     print(f"chars={sum(len(m['content']) for m in messages)}", file=sys.stderr)
 
-
-if __name__ == "__main__":
-    main()

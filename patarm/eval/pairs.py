@@ -1,7 +1,6 @@
-"""Judge preference pairs pointwise with any backend; summarise pair accuracy, format validity and margin.
-
-One record per pair: every rollout's Judgment for both sides, the mean scores, PAR rewards and the
-pair outcome (the chosen response wins when its mean score is strictly higher).
+"""A judge on held-out preference pairs (what `patarm judge` and the quickstart report): pointwise, with
+every rollout's Judgment for both sides, the mean scores, PAR rewards and the pair outcome (the chosen
+response wins when its mean score is strictly higher); or pairwise in both presentation orders.
 """
 
 from __future__ import annotations
@@ -9,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from patarm.data.schema import PreferencePair
-from patarm.judge.parse import parse_judgment
-from patarm.judge.templates import JudgeTemplate, load_template, render_pairwise, render_pointwise
+from patarm.judge import JudgeTemplate, load_template, parse_judgment, render_pairwise, render_pointwise
+from patarm.judge.decisions import flip, vote
 from patarm.rewards import format_penalty, par_rewards
 
 
@@ -58,14 +57,13 @@ def judge_pairs_pairwise(pairs: Sequence[PreferencePair], backend: Any, template
     for k, pair in enumerate(pairs):
         ab = [parse_judgment(t, template) for t in outputs[2 * k]]
         ba = [parse_judgment(t, template) for t in outputs[2 * k + 1]]
-        votes = sum(j.decision == "A" for j in ab) - sum(j.decision == "B" for j in ab)
-        votes += sum(j.decision == "B" for j in ba) - sum(j.decision == "A" for j in ba)
+        votes = vote([j.decision for j in ab], [j.decision for j in ba])
         records.append({
             "pair_id": pair.id, "mode": "pairwise",
             "order_ab": [j.to_dict() for j in ab], "order_ba": [j.to_dict() for j in ba],
             "correct": votes > 0,
             "consistent": all(a.decision is not None for a in ab) and [a.decision for a in ab]
-            == [{"A": "B", "B": "A", "tie": "tie"}.get(b.decision) for b in ba],
+            == [flip(b.decision) for b in ba],
         })
     return records
 

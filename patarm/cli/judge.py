@@ -1,0 +1,104 @@
+"""`patarm judge --model DIR --input FILE [--mode pointwise|pairwise] [--num_samples N]`: judge preference
+pairs (or single responses) with a saved judge; one JSON line each.
+
+Pairs give one record per pair with every rollout's Judgment, mean scores, PAR rewards and the pair
+outcome (a summary line goes to stderr); rows of `{"prompt", "response"}` give one pointwise Judgment
+record per row. The template, rubric mode, score range and judgment length default to what the judge
+was trained with (its `patarm_config.json`); flags override them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from patarm.config import RunArguments
+
+@dataclass
+class JudgeArguments(RunArguments):
+    """Judge pairs or single responses with a saved judge."""
+
+    model: str = field(default="{run_dir}/export", metadata={"path": "input", "help":
+                       "the judge: a folder, a hub id, an http(s)://host/v1#MODEL endpoint or vllm:PATH"})
+    input: str = field(default="", metadata={"path": "input", "help":
+                       "pairs (any supported layout) or jsonl rows of {prompt, response}"})
+    output: str = field(default="-", metadata={"help": "output jsonl (default: stdout)"})
+    mode: str = field(default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]})
+    num_samples: int = field(default=1, metadata={"help": "judgments per response (voting@n); sampled when > 1"})
+    template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
+    rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
+    margin: str = field(default="graded", metadata={"help": "PAR margin function for the reported rewards"})
+    temperature: float | None = field(default=None, metadata={"help": "sampling temperature (default 0 for n=1, else 0.7)"})
+    max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length limit (default: the judge's own, else 512)"})
+    batch_size: int = field(default=16, metadata={"help": "prompts per generation batch"})
+    on_error: str = field(default="raise", metadata={"help": "malformed input rows: raise | skip (counted)",
+                                                     "choices": ["raise", "skip"]})
+    seed: int = field(default=0, metadata={"help": "sampling seed"})
+
+
+def _single_rows(path: str) -> list[dict] | None:
+    """Rows of single responses (`prompt` + `response`), or None when the file holds pairs."""
+    from patarm.io import DataError, iter_jsonl
+
+    rows = []
+    for i, row in iter_jsonl(path):
+        if isinstance(row, DataError):
+            return None if not rows else _raise(row)
+        if not (isinstance(row, dict) and "response" in row and "chosen" not in row):
+            return None if not rows else _raise(ValueError(f"{path}, line {i + 1}: expected a {{prompt, response}} row"))
+        if not isinstance(row.get("response"), str) or "prompt" not in row:
+            raise ValueError(f"{path}, line {i + 1}: single-response rows need 'prompt' and a text 'response'")
+        rows.append(row)
+    return rows or None
+
+
+def _raise(err: Exception) -> Any:
+    raise err
+
+
+def main(command: str, argv: list[str]) -> None:
+    from patarm.backends import GenerationOptions, make_backend
+    from patarm.config import parse_stage
+    from patarm.eval.pairs import judge_pairs_pairwise, judge_pairs_pointwise, summarize
+    from patarm.judge import load_template, parse_judgment, render_pointwise
+    from patarm.models.settings import resolve_judge_options
+
+    (args,) = parse_stage((JudgeArguments,), argv, prog="patarm judge", description=__doc__)
+    if not args.input:
+        raise ValueError("patarm judge: give --input (a pairs file, or jsonl rows of {prompt, response})")
+    if not Path(args.input).exists():
+        raise FileNotFoundError(f"--input {args.input} does not exist")
+    if args.num_samples < 1 or args.batch_size < 1:
+        raise ValueError("--num_samples and --batch_size must be >= 1")
+    values, _ = resolve_judge_options(args, args.mode)
+    options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
+                                batch_size=args.batch_size)
+    template = load_template(values["template"], rubric_mode=values["rubric_mode"], score_range=values["score_range"])
+    singles = _single_rows(args.input) if Path(args.input).is_file() else None
+    backend = make_backend(args.model, options, name="judge")
+    if singles is not None:
+        prompts = [render_pointwise(r["prompt"], r["response"], template, domain=r.get("domain")) for r in singles]
+        outputs = backend.generate(prompts, num_samples=args.num_samples, seed=args.seed)
+        records = [{"id": r.get("id", i), "judgments": [parse_judgment(t, template).to_dict() for t in outs]}
+                   for i, (r, outs) in enumerate(zip(singles, outputs))]
+    else:
+        from patarm.data import load_pairs
+
+        pairs = load_pairs(args.input, on_error=args.on_error).pairs
+        if not pairs:
+            raise ValueError(f"{args.input}: no preference pairs to judge")
+        if args.mode == "pointwise":
+            records = judge_pairs_pointwise(pairs, backend, template, args.num_samples, args.margin, seed=args.seed)
+        else:
+            records = judge_pairs_pairwise(pairs, backend, template, args.num_samples, seed=args.seed)
+        print(json.dumps(summarize(records)), file=sys.stderr)
+    fh = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    try:
+        for record in records:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+    finally:
+        if fh is not sys.stdout:
+            fh.close()

@@ -1,0 +1,61 @@
+"""What a trained judge was trained with, read back from `patarm_config.json` beside its weights, so
+judge / eval / bon / serve use the same template, rubric mode, score range and judgment length."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger("patarm.judge")
+RUN_CONFIG_FILE = "patarm_config.json"  # written by every training stage, copied by `patarm export`
+
+
+def read_run_config(model: str | Path) -> dict[str, Any]:
+    """The training config saved with a judge folder ({} for a hub id, a spec, or a folder without one)."""
+    path = Path(model) / RUN_CONFIG_FILE
+    if not path.is_file():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return {}
+
+
+def judge_settings(model: str | Path) -> dict[str, Any]:
+    """{template, rubric_mode, score_range, max_new_tokens} the judge was trained with, where recorded."""
+    config = read_run_config(model)
+    data, training = config.get("data") or {}, config.get("training") or {}
+    settings = {
+        "template": data.get("judge_template"),
+        "rubric_mode": data.get("rubric_mode"),
+        "score_range": data.get("score_range"),
+        "max_new_tokens": training.get("max_completion_length"),
+    }
+    return {k: v for k, v in settings.items() if v is not None}
+
+
+def resolve_judge_options(args: Any, default_template: str) -> tuple[dict[str, Any], dict[str, str]]:
+    """Template, rubric mode, score range, judgment length and temperature for judging with `args.model`:
+    flags first, then what the judge was trained with, then defaults. Returns the values and where each
+    came from (logged, so a run says why it used what it used)."""
+    trained = judge_settings(args.model)
+    values, sources = {}, {}
+    for key, fallback in (("template", default_template), ("rubric_mode", "adaptive"), ("score_range", None),
+                          ("max_new_tokens", 512)):
+        flag = getattr(args, key, None)
+        value, source = ((flag, "flag") if flag is not None else (trained[key], "the judge's training config")
+                         if key in trained else (fallback, "default"))
+        values[key], sources[key] = value, source
+    if values["template"] and "pairwise" not in str(values["template"]) and default_template == "pairwise":
+        values["template"], sources["template"] = "pairwise", "default (pairwise mode)"
+    n = getattr(args, "num_samples", 1)
+    temperature = args.temperature if args.temperature is not None else (0.0 if n == 1 else 0.7)
+    if n > 1 and temperature <= 0:
+        raise ValueError(f"--num_samples {n} with temperature {temperature}: greedy decoding gives {n} identical "
+                         "judgments; set --temperature > 0 (e.g. 0.7)")
+    values["temperature"] = temperature
+    sources["temperature"] = "flag" if args.temperature is not None else "default"
+    logger.info("judging with %s", ", ".join(f"{k}={values[k]} ({sources[k]})" for k in values))
+    return values, sources
