@@ -3,6 +3,7 @@ per-step metrics to a file, and checkpoints that are marked complete only after 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any, Iterable
 
 from transformers import TrainerCallback
 
-from patarm.io import append_jsonl, write_json
+from patarm.io import append_jsonl, write_json, write_jsonl
 from patarm.models.settings import RUN_CONFIG_FILE
 
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
@@ -71,7 +72,14 @@ class AtomicCheckpointMixin:
 
 
 class JsonlMetricsCallback(TrainerCallback):
-    """Appends every log line (loss, rewards, PAR metrics) to `<output_dir>/metrics.jsonl` on the main process."""
+    """Appends every log line (loss, rewards, PAR metrics) to `<output_dir>/metrics.jsonl` on the main process.
+    A resumed run first drops the rows logged after its checkpoint, so each step appears once."""
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        path = Path(args.output_dir) / "metrics.jsonl"
+        if state.is_world_process_zero and state.global_step > 0 and path.is_file():
+            rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            write_jsonl([r for r in rows if r.get("step", 0) <= state.global_step], path)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and logs:

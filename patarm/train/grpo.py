@@ -59,6 +59,17 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         check_pair_batching(cfg.per_device_train_batch_size, cfg.steps_per_generation, cfg.num_generations)
         super().__init__(*args, **kwargs)
 
+    def _generate_and_score_completions(self, inputs):
+        # The rollouts of step k are drawn from a seed of their own (seed, k, process), so a run resumed from a
+        # checkpoint draws exactly the rollouts the uninterrupted run drew, whatever consumed random numbers before
+        # (re-creating the dataloader does). The global random stream is left as it was.
+        import torch
+
+        devices = [torch.cuda.current_device()] if torch.cuda.is_available() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.args.seed + 1_000_003 * self.state.global_step + self.accelerator.process_index)
+            return super()._generate_and_score_completions(inputs)
+
     def _get_train_sampler(self, dataset=None):
         dataset = self.train_dataset if dataset is None else dataset
         return PairRepeatSampler(
