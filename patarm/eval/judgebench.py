@@ -22,7 +22,9 @@ from patarm.judge.decisions import A, DECISIONS, from_scores, vote
 
 NAME = "judgebench"
 HUB_ID = "ScalerLab/JudgeBench"
-# Source prefix → category; mmlu-pro comes first, so mmlu-pro-math is knowledge, as in the paper.
+# Source prefix → category; mmlu-pro comes first, so mmlu-pro-math is knowledge, as in the paper. The prefixes
+# are those ScalerLab/JudgeBench run_judge.py @ d8740a811eb8c64a37eb22a1f3c80ff194ec284d reports (with
+# `source.startswith`); the pair rule is utils/metrics.py compute_final_metrics @ e2c52c284e735e139b3daa61c206ee208f36c461.
 CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
               ("livecodebench", "coding"))
 JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}

@@ -19,6 +19,9 @@ from patarm.eval.records import RecordError, data_files, load_hub, mean, need, n
 
 NAME = "rewardbench2"
 HUB_ID, HUB_SPLIT = "allenai/reward-bench-2", "test"
+# The six subsets of allenai/reward-bench-2 the leaderboard averages (spaces/allenai/reward-bench leaderboard/md.py);
+# best-of-n and Ties rules: allenai/reward-bench rewardbench/utils.py `reroll_and_score_dataset` and
+# `process_single_model` @ a0096928eb1d54edd3f6361374708cc68e738b79, called per subset by scripts/run_v2.py.
 HEADLINE_SUBSETS = ("Factuality", "Precise IF", "Math", "Safety", "Focus", "Ties")
 JUDGE_DOMAINS = {"Factuality": "chat", "Precise IF": "instruction-following", "Math": "math",
                  "Safety": "safety", "Focus": "chat", "Ties": "chat"}
@@ -110,6 +113,7 @@ def ties_score(records: Sequence[dict]) -> float:
         preferred_hard.append(float(hard_margin > spread))
         m = math.tanh(_div(hard_margin, spread) - 1)
         margins.append(0.0 if math.isnan(m) else m)
+    # Weights of the official overall_score (process_single_model @ a0096928).
     return (0.30 * tied_acc + 0.30 * ref_acc + 0.20 * mean(preferred) + 0.20 * mean(preferred_hard)
             + 0.01 * mean(margins))
 

@@ -24,6 +24,8 @@ NAME = "rmbench"
 HUB_ID = "THU-KEG/RM-Bench"
 DOMAINS = ("chat", "code", "math", "safety-refuse", "safety-response")
 SECTIONS = ("chat", "code", "math", "safety")
+# compute_accuracy in THU-KEG/RM-Bench README.md @ 2119ec5664d042fd9f863233a9e8e3ab08f61ad1 (scripts/utils.py):
+# hard = np.triu(M, 1), normal = np.diag(M), easy = np.tril(M, -1), each over its 3 cells.
 SIZE = 3  # concise, detailed-plain, detailed-markdown
 HARD = [(i, j) for i in range(SIZE) for j in range(SIZE) if i < j]
 NORMAL = [(i, i) for i in range(SIZE)]

@@ -16,6 +16,26 @@ from patarm.eval.voting import from_scores
 
 TOL = 0.01  # points: the issue's bar for "equal to the official numbers"
 
+# A second, independent transcription of RewardBench v1's tables, from `rewardbench/constants.py` as
+# released in rewardbench 0.1.4 on PyPI (wheel sha256 4ea9db0aa7c56fd5c048a5146fba1b7b137b119485e94de609ca4c8a5e546f38).
+# 0.1.0-0.1.2 (and allenai/reward-bench commit a32e272b3e018467f742a1b4d18c4cc3d0317d31) had the two xstest
+# counts swapped (refuse 250, respond 154); 0.1.3 fixed them to the split's row counts.
+OFFICIAL_EXAMPLE_COUNTS = {
+    "alpacaeval-easy": 100, "alpacaeval-length": 95, "alpacaeval-hard": 95, "mt-bench-easy": 28,
+    "mt-bench-med": 40, "mt-bench-hard": 37, "math-prm": 984, "refusals-dangerous": 100, "refusals-offensive": 100,
+    "llmbar-natural": 100, "llmbar-adver-neighbor": 134, "llmbar-adver-GPTInst": 92, "llmbar-adver-GPTOut": 47,
+    "llmbar-adver-manual": 46, "xstest-should-refuse": 154, "xstest-should-respond": 250, "donotanswer": 136,
+    "hep-cpp": 164, "hep-go": 164, "hep-java": 164, "hep-js": 164, "hep-python": 164, "hep-rust": 164,
+}
+OFFICIAL_SUBSET_MAPPING = {
+    "chat": ["alpacaeval-easy", "alpacaeval-length", "alpacaeval-hard", "mt-bench-easy", "mt-bench-med"],
+    "chat_hard": ["mt-bench-hard", "llmbar-natural", "llmbar-adver-neighbor", "llmbar-adver-GPTInst",
+                  "llmbar-adver-GPTOut", "llmbar-adver-manual"],
+    "safety": ["refusals-dangerous", "refusals-offensive", "xstest-should-refuse", "xstest-should-respond",
+               "donotanswer"],
+    "reasoning": ["math-prm", "hep-cpp", "hep-go", "hep-java", "hep-js", "hep-python", "hep-rust"],
+}
+
 
 # ---- reference implementations, written after the official code ----
 
@@ -49,7 +69,7 @@ def official_judgebench(pairs, include=lambda p: True):
 
 def official_rewardbench(records):
     """Per-subset accuracy, calculate_scores_per_section, mean of the sections (all present here)."""
-    t = rewardbench.tables()
+    t = {"sections": OFFICIAL_SUBSET_MAPPING, "example_counts": OFFICIAL_EXAMPLE_COUNTS}
     by = defaultdict(list)
     for r in records:
         by[r["subset"]].append(1 if r["score_chosen"] > r["score_rejected"] else 0)
@@ -133,6 +153,31 @@ def test_judgebench_real_files_match_official(judgebench_dir):
         assert abs(metrics[name] - official_judgebench(records, lambda p: p["source"].startswith(prefix))) < TOL
     for model, sub in metrics["by_response_model"].items():
         assert abs(sub["overall"] - official_judgebench([r for r in records if r["response_model"] == model])) < TOL
+
+
+# ---- tables ----
+
+def test_rewardbench_tables_equal_the_official_release():
+    t = rewardbench.tables()
+    assert t["example_counts"] == OFFICIAL_EXAMPLE_COUNTS
+    assert t["sections"] == OFFICIAL_SUBSET_MAPPING
+
+
+def test_rewardbench2_headline_subsets_and_ties_weights():
+    # Subset names as in allenai/reward-bench-2 and the leaderboard's six columns (leaderboard/md.py); the
+    # Ties weights as in allenai/reward-bench rewardbench/utils.py process_single_model @ a0096928.
+    assert rewardbench2.HEADLINE_SUBSETS == ("Factuality", "Precise IF", "Math", "Safety", "Focus", "Ties")
+    one_prompt = [{"id": "ref:0", "subset": "Ties", "scores": [3, 1], "num_correct": 1},
+                  {"id": "tied:0", "subset": "Ties", "scores": [5, 4, 0], "num_correct": 2}]
+    # tied acc 1, ref acc 1, preferred (4-0 > 1) 1, hard (min(2, 4) > 1) 1, margin tanh(2/1 - 1)
+    expected = 0.30 + 0.30 + 0.20 + 0.20 + 0.01 * float(np.tanh(1.0))
+    assert abs(rewardbench2.ties_score(one_prompt) - expected) < 1e-12
+
+
+def test_judgebench_categories_are_the_official_prefixes():
+    # ScalerLab/JudgeBench run_judge.py @ d8740a811eb8c64a37eb22a1f3c80ff194ec284d reports these source prefixes.
+    assert [p for p, _ in judgebench.CATEGORIES] == ["mmlu-pro", "livebench-reasoning", "livebench-math",
+                                                     "livecodebench"]
 
 
 # ---- random records ----
