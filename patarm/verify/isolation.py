@@ -16,32 +16,28 @@ The weaker levels run untrusted code only when the caller opts in (`allow_weak`,
 variable PATARM_SANDBOX_ALLOW_WEAK=1); `missing_guarantees` names what they lack.
 
 When the host runs as root, the wrapper runs as a fresh unprivileged uid reserved for the run
-(`reserve_uid`): root is exempt from RLIMIT_NPROC, and an unprivileged uid cannot read root-only files,
+(`patarm.verify.uids`): root is exempt from RLIMIT_NPROC, and an unprivileged uid cannot read root-only files,
 signal the host or keep capabilities; the uid also finds every process of the run at cleanup.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import os
-import random
 import shutil
-import signal
 import stat
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Iterator
+
+from patarm.verify import uids
 
 LEVELS = ("bwrap", "unshare", "limits")
 SANDBOX_DIR = "/sandbox"  # where the run's private directory appears inside bwrap
 ENV_ISOLATION = "PATARM_SANDBOX_ISOLATION"  # force a level (e.g. to test the fallbacks)
 ENV_PYTHON = "PATARM_SANDBOX_PYTHON"  # interpreter for sandboxed programs
 ENV_ALLOW_WEAK = "PATARM_SANDBOX_ALLOW_WEAK"  # "1": accept the weaker levels without a flag
-UID_BASE, UID_SPAN = 1_700_000_000, 1_000_000  # far above any real account; one reserved uid per run
 
 # What a level may promise; `missing_guarantees` lists the ones a level does not keep.
 GUARANTEES = {
@@ -100,76 +96,6 @@ def uses_own_uid() -> bool:
     """Whether runs get their own unprivileged uid: the host is root and the interpreter is usable
     by another uid (else the run is the host user; as root RLIMIT_NPROC is then void)."""
     return is_root() and _world_executable(Path(sandbox_python()))
-
-
-def _lock_dir() -> Path:
-    """A root-only folder for uid reservations (/run when writable, else the temp dir)."""
-    base = Path("/run") if os.access("/run", os.W_OK) else Path(tempfile.gettempdir())
-    path = base / "patarm-sandbox-uids"
-    with contextlib.suppress(FileExistsError):
-        path.mkdir(mode=0o700)
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
-        raise RuntimeError(f"{path}: not a private folder of this user; remove it and retry")
-    return path
-
-
-def _uid_in_use(uid: int) -> bool:
-    """Whether any live process runs as `uid` (a leftover of a crashed supervisor)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    return True
-    return False
-
-
-@contextlib.contextmanager
-def reserve_uid() -> Iterator[int | None]:
-    """A uid no other run holds while this one lasts (None when runs do not get their own uid).
-
-    The reservation is an exclusive flock on a per-uid file: the kernel drops it when the holder
-    dies, so a crashed supervisor never leaks one, and two supervisors never share a uid.
-    """
-    if not uses_own_uid():
-        yield None
-        return
-    folder, rng = _lock_dir(), random.SystemRandom()
-    for _ in range(1000):
-        uid = UID_BASE + rng.randrange(UID_SPAN)
-        path = folder / str(uid)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            continue
-        # The file may have been unlinked by its previous holder between our open and flock.
-        try:
-            same = os.stat(path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
-        except FileNotFoundError:
-            same = False
-        if not same or _uid_in_use(uid):
-            os.close(fd)
-            continue
-        try:
-            yield uid
-        finally:
-            kill_uid(uid)
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)  # unlinked before the lock is dropped: see the inode check above
-            os.close(fd)
-        return
-    raise RuntimeError(f"no free sandbox uid after 1000 tries in {folder}")
-
-
-def kill_uid(uid: int) -> None:
-    """SIGKILL every process running as `uid` (a reserved run uid: only that run's processes)."""
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            with contextlib.suppress(OSError):
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    os.kill(int(entry), signal.SIGKILL)
 
 
 def workdir_base() -> str:
@@ -273,7 +199,8 @@ def _probe(level: str) -> bool:
         return True
     if shutil.which(level) is None:
         return False
-    with tempfile.TemporaryDirectory(prefix="patarm-probe-", dir=workdir_base()) as tmp, reserve_uid() as uid:
+    with (tempfile.TemporaryDirectory(prefix="patarm-probe-", dir=workdir_base()) as tmp,
+          uids.reserve_uid(uses_own_uid()) as uid):
         Path(tmp, "main.py").write_text("")
         cmd = wrap_command(level, sandbox_python(), tmp, ["-I", "-c", "print('ok')"], 2**20)
         kwargs = {}

@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-from patarm.verify import cgroup, isolation
+from patarm.verify import cgroup, isolation, uids
 from patarm.verify.supervise import Channels, Observed, supervise
 
 BOOT_SOURCE = (Path(__file__).parent / "sandbox_boot.py").read_text(encoding="utf-8")
@@ -61,7 +61,7 @@ class Limits:
 
     def __post_init__(self):
         t = self.timeout_s
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or not 0 < t <= _MAX_TIMEOUT_S:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and 0 < t <= _MAX_TIMEOUT_S):
             raise ValueError(f"invalid sandbox timeout {t!r}: give a finite number of seconds in (0, {_MAX_TIMEOUT_S}]")
         for f in fields(self):
             value = getattr(self, f.name)
@@ -114,7 +114,8 @@ def classify(obs: Observed, cpu_limit_s: int) -> tuple[str, str]:
         return "timeout", "wall-time limit reached"
     report = obs.report
     if report is None:
-        return "error", f"the sandbox guard gave no report (it was killed, or the sandbox did not start); wrapper exit {obs.wrapper_exit}"
+        return "error", (f"the sandbox guard gave no report (it was killed, or the sandbox did not start); "
+                         f"wrapper exit {obs.wrapper_exit}")
     if report["cpu_limit"]:
         return "timeout", f"CPU-time limit of {cpu_limit_s} s reached"
     code = report["exit"]
@@ -175,7 +176,7 @@ def _launch(level: str, source: bytes, limits: Limits, harness: str, uid: int | 
                 if cg:
                     cg.kill_all()
                 if uid is not None:
-                    isolation.kill_uid(uid)
+                    uids.kill_uid(uid)
 
             obs = supervise(proc, limits.timeout_s, limits.output_bytes, kill_rest)
             obs.report, obs.result = ch.read_report(), ch.read_result()
@@ -207,7 +208,7 @@ def run_python(source: str | bytes, limits: Limits | None = None, isolation_leve
         return Verdict("error", None, "", "", level, f"source is {len(data)} bytes, over the limit of "
                        f"{limits.source_bytes}", missing=missing)
     start = time.monotonic()
-    with isolation.reserve_uid() as uid:
+    with uids.reserve_uid(isolation.uses_own_uid()) as uid:
         cg = cgroup.RunCgroup.create(limits.memory_bytes, where) if where else None
         try:
             obs, token = _launch(level, data, limits, harness, uid, cg)

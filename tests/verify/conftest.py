@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from patarm.verify import cgroup, isolation
+from patarm.verify import cgroup, isolation, uids
 
 BWRAP = pytest.mark.skipif(not isolation.level_available("bwrap"), reason="bwrap does not work on this machine")
 CGROUP = pytest.mark.skipif(cgroup.parent() is None, reason="no writable memory cgroup on this machine")
@@ -13,6 +13,9 @@ ROOT = pytest.mark.skipif(not isolation.uses_own_uid(), reason="runs get their o
 LEVELS = [pytest.param(level, marks=pytest.mark.skipif(not isolation.level_available(level),
                                                        reason=f"{level} does not work on this machine"))
           for level in isolation.LEVELS]
+# The same, with the weaker levels in the slow tier (for the longer cases).
+LEVELS_WEAK_SLOW = [pytest.param(*p.values, marks=[*p.marks, *([pytest.mark.slow] if p.values[0] != "bwrap" else [])])
+                    for p in LEVELS]
 
 
 def sandbox_processes(wait_s: float = 3.0) -> list[int]:
@@ -23,7 +26,8 @@ def sandbox_processes(wait_s: float = 3.0) -> list[int]:
         pids = []
         for entry in os.listdir("/proc"):
             try:
-                if entry.isdigit() and isolation.UID_BASE <= os.stat(f"/proc/{entry}").st_uid < isolation.UID_BASE + isolation.UID_SPAN:
+                uid = os.stat(f"/proc/{entry}").st_uid if entry.isdigit() else -1
+                if uids.UID_BASE <= uid < uids.UID_BASE + uids.UID_SPAN:
                     pids.append(int(entry))
             except OSError:
                 pass

@@ -40,7 +40,7 @@ import os, time
 for _ in range({n}):
     if os.fork() == 0:
         block = bytearray({mib} * 2**20)
-        time.sleep(5)
+        time.sleep(0.5)
         os._exit(0)
 statuses = [os.wait()[1] for _ in range({n})]
 print("all allocated" if not any(statuses) else "some died")
@@ -124,13 +124,17 @@ NESTED_USERNS_TMPFS = """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
 CLONE_NEWUSER, CLONE_NEWNS = 0x10000000, 0x00020000
+uid, gid = os.getuid(), os.getgid()
 if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
     print("unshare failed", os.strerror(ctypes.get_errno())); raise SystemExit(1)
+for name, text in (("setgroups", "deny"), ("uid_map", f"0 {{uid}} 1"), ("gid_map", f"0 {{gid}} 1")):
+    with open(f"/proc/self/{{name}}", "w") as fh:
+        fh.write(text)
 os.makedirs("/tmp/m", exist_ok=True)
 if libc.mount(b"none", b"/tmp/m", b"tmpfs", 0, None) != 0:
     print("mount failed", os.strerror(ctypes.get_errno())); raise SystemExit(1)
-with open("/tmp/m/big", "wb") as fh:
-    for _ in range({mib}):
+for i in range({mib}):
+    with open(f"/tmp/m/f{{i}}", "wb") as fh:
         fh.write(b"x" * 2**20)
 print("FILLED NESTED TMPFS")
 """

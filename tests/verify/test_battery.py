@@ -11,7 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from conftest import BWRAP, CGROUP, LEVELS, ROOT, processes_with, sandbox_processes
+from conftest import BWRAP, CGROUP, LEVELS, LEVELS_WEAK_SLOW, processes_with, sandbox_processes
 
 from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python
 
@@ -29,7 +29,7 @@ def _weak_levels_allowed(weak_ok):
 
 # --- resource exhaustion, at every level ----------------------------------------------------------
 
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", LEVELS_WEAK_SLOW)
 def test_exhaustion(level):
     def run(src, limits=FAST):
         v = run_python(src, limits, level)
@@ -63,7 +63,7 @@ def test_exhaustion(level):
 
 
 @CGROUP
-@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("level", LEVELS_WEAK_SLOW)
 def test_memory_is_bounded_for_the_whole_run(level):
     """Regression: the limit was per process, so four processes of 100 MiB passed a 256 MiB limit."""
     v = run_python(hostile.MEMORY_SPLIT.format(n=4, mib=100), Limits(timeout_s=10, memory_bytes=256 * 2**20), level)
@@ -105,11 +105,19 @@ def test_no_nested_user_namespace_under_unshare():
 
 
 @CGROUP
+def test_the_cgroup_bounds_a_nested_tmpfs_where_namespaces_are_allowed():
+    """At `limits` nothing forbids a user namespace: the run's cgroup still counts its tmpfs pages."""
+    limits = Limits(timeout_s=10, memory_bytes=48 * 2**20)
+    v = run_python(hostile.NESTED_USERNS_TMPFS.format(mib=64), limits, "limits")
+    assert v.status in ("memory", "error") and "FILLED" not in v.stdout
+
+
+@CGROUP
 def test_tmpfs_pages_count_against_the_memory_limit():
     if not isolation.level_available("bwrap"):
         pytest.skip("needs bwrap's tmpfs")
-    v = run_python(hostile.FILL.format(path="/tmp/x", mib=200),
-                   Limits(timeout_s=10, memory_bytes=96 * 2**20, disk_bytes=512 * 2**20, file_bytes=512 * 2**20), "bwrap")
+    limits = Limits(timeout_s=10, memory_bytes=96 * 2**20, disk_bytes=512 * 2**20, file_bytes=512 * 2**20)
+    v = run_python(hostile.FILL.format(path="/tmp/x", mib=200), limits, "bwrap")
     assert v.status == "memory" and "WROTE ALL" not in v.stdout
 
 

@@ -71,5 +71,6 @@ def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
     verify_main(argv)
     assert json.loads(capsys.readouterr().out) == first  # seeded: reproducible
     responses.write_text("")
-    with pytest.raises(ValueError, match="without a response"):
+    with pytest.raises(SystemExit) as exc:  # one line on stderr, exit status 2
         verify_main(argv)
+    assert exc.value.code == 2 and "without a response" in capsys.readouterr().err

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import BWRAP, CGROUP, ROOT
 
-from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python, run_python_file
+from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python, run_python_file, uids
 from patarm.verify.cli import main as verify_main
 from patarm.verify.sandbox import SandboxRefused
 
@@ -102,9 +102,9 @@ def test_a_reserved_uid_is_never_handed_out_twice(monkeypatch):
     """Regression: uids were pid % 10000 based, so two runs could share one and kill each other."""
     picks = iter([5, 5, 5, 6])
     monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, n: next(picks))
-    with isolation.reserve_uid() as first, isolation.reserve_uid() as second:
-        assert first == isolation.UID_BASE + 5 and second == isolation.UID_BASE + 6
-    assert not os.path.exists(isolation._lock_dir() / str(first))  # released and removed
+    with uids.reserve_uid(True) as first, uids.reserve_uid(True) as second:
+        assert first == uids.UID_BASE + 5 and second == uids.UID_BASE + 6
+    assert not os.path.exists(uids._lock_dir() / str(first))  # released and removed
 
 
 @ROOT
@@ -119,9 +119,9 @@ def test_a_run_never_reuses_the_uid_of_a_running_one(monkeypatch):
     thread = threading.Thread(target=long_run)
     thread.start()
     time.sleep(0.5)
-    held = [int(p.name) for p in isolation._lock_dir().iterdir() if p.name.isdigit()]
+    held = [int(p.name) for p in uids._lock_dir().iterdir() if p.name.isdigit()]
     assert held
-    real, forced = random.SystemRandom.randrange, [uid - isolation.UID_BASE for uid in held]
+    real, forced = random.SystemRandom.randrange, [uid - uids.UID_BASE for uid in held]
     monkeypatch.setattr(random.SystemRandom, "randrange", lambda self, n: forced.pop() if forced else real(self, n))
     other = run_python("import os\nprint(os.getuid())")
     thread.join()
