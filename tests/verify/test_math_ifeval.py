@@ -34,7 +34,7 @@ def test_math_cli(tmp_path, capsys):
     rows = [{"gold": "A: 18", "solution": "9*2=18\nA: 18", "is_correct": True},
             {"gold": "A: 18", "solution": "A: 26", "is_correct": False}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run_cli("verify", *["math", "--input", str(path)])
+    verify_main(["math", "--input", str(path)])
     assert json.loads(capsys.readouterr().out) == {"n": 2, "correct_pct": 50.0, "agreement_pct": 100.0}
 
 
@@ -63,14 +63,18 @@ def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
         for i, row in enumerate(ifeval_rows):
             fh.write(json.dumps({"prompt": row["prompt"], "response": "" if i % 2 else row["prompt"].lower()}) + "\n")
     argv = ["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(responses)]
-    run_cli("verify", *argv)
+    verify_main(argv)
     first = json.loads(capsys.readouterr().out)
     assert set(first) == {"prompt_strict", "inst_strict", "prompt_loose", "inst_loose"}
     assert 0 < first["prompt_strict"] <= first["prompt_loose"] < 50  # half the responses are empty
     assert first["inst_strict"] <= first["inst_loose"]
-    run_cli("verify", *argv)
+    verify_main(argv)
     assert json.loads(capsys.readouterr().out) == first  # seeded: reproducible
     responses.write_text("")
-    with pytest.raises(SystemExit) as err:
-        run_cli("verify", *argv)
-    assert err.value.code == 2 and "without a response" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # one line on stderr, exit status 2
+        verify_main(argv)
+    assert exc.value.code == 2 and "without a response" in capsys.readouterr().err
+
+
+def verify_main(argv: list[str]) -> None:
+    run_cli("verify", *argv)
