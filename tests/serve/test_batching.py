@@ -107,3 +107,23 @@ def test_close_finishes_queued_items_and_refuses_new_ones():
             await b.submit("k", [4])
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("max_wait_s, batches", [(2.0, [2]), (0.0, [1, 1])])
+def test_the_worker_waits_up_to_max_wait_to_fill_a_batch(max_wait_s, batches):
+    sizes = []
+
+    def run(key, payloads):
+        sizes.append(len(payloads))
+        return payloads
+
+    async def main():
+        b = DynamicBatcher(run, max_batch=2, max_wait_s=max_wait_s, max_queue=10)
+        b.start()
+        first = asyncio.ensure_future(b.submit("k", ["a"]))
+        await asyncio.sleep(0.1)  # the second item comes well within 2 s, well after 0 s
+        assert await asyncio.gather(first, b.submit("k", ["b"])) == [["a"], ["b"]]
+        await b.close()
+
+    asyncio.run(main())
+    assert sizes == batches
