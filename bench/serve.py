@@ -1,6 +1,7 @@
 """Throughput through `patarm serve` against direct in-process batched judging: same model, same items.
 
-    flock /tmp/patarm-cpu.lock python bench/serve.py [--model DIR] [--items 1024] [--clients 8] [--rounds 5]
+    flock /tmp/patarm-cpu.lock python bench/serve.py [--model DIR] [--items 1024] [--clients 8]
+        [--items-per-request 8] [--rounds 5]
 
 The in-process side calls `JudgeScorer.score` on batches of `--max-batch` items. The served side starts
 the real CLI (`python -m patarm.serve.cli`) in its own process and sends the same items from
@@ -147,6 +148,7 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(60)
+        proc.stderr.close()
     inproc, through = len(items) / statistics.median(direct), len(items) / statistics.median(served)
     ratio = statistics.median(d / s for d, s in zip(direct, served))  # rounds side by side see the same noise
     print(f"items={len(items)} clients={args.clients} items_per_request={args.items_per_request} "

@@ -7,6 +7,8 @@ Every model call goes through one `DynamicBatcher`; the routes only validate, qu
 from __future__ import annotations
 
 import asyncio
+import logging
+import re
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -21,11 +23,12 @@ from patarm.serve.guard import Guard
 from patarm.serve.idempotency import IdempotencyCache, IdempotencyConflict, body_hash
 from patarm.serve.metrics import CONTENT_TYPE, ServeMetrics
 from patarm.serve.queries import split_query
-from patarm.serve.schemas import (ChatRequest, JudgeRequest, JudgeResponse, JudgeResult, JudgmentOut, RewardRequest,
-                                  RewardResponse)
+from patarm.serve.schemas import (REQUEST_ID_PATTERN, ChatRequest, JudgeRequest, JudgeResponse, JudgeResult,
+                                  JudgmentOut, RewardRequest, RewardResponse)
 from patarm.serve.scorer import Sampling, ScoreItem, Scorer, ScoreResult
 
 JUDGE_KEY = "judge"
+log = logging.getLogger("patarm.serve")
 
 
 @dataclass
@@ -89,6 +92,14 @@ class _Service:
                 raise HTTPException(400, f"{what}[{i}]: {err}") from None
         return prepared
 
+    @staticmethod
+    def request_id(request: Request, in_body: str | None = None) -> str | None:
+        """The request's id: the body's `request_id`, else the `X-Request-Id` header (checked like the body's)."""
+        rid = in_body or request.headers.get("x-request-id")
+        if rid is not None and not re.fullmatch(REQUEST_ID_PATTERN, rid):
+            raise HTTPException(400, "X-Request-Id must be 1-128 characters of A-Z a-z 0-9 . _ : -")
+        return rid
+
     async def execute(self, request: Request, request_id: str | None,
                       start: Callable[[], Awaitable[Any]]) -> Any:
         """Run `start()` within the time limit; with a request id, at most once per id (see idempotency)."""
@@ -106,6 +117,12 @@ class _Service:
         except asyncio.TimeoutError:
             raise HTTPException(408, f"not answered within {self.config.timeout_s:g} s; retry (with the same "
                                      "request id to reuse the work already done)") from None
+        except (HTTPException, QueueFull, BatcherClosed, NotImplementedError):
+            raise
+        except Exception as err:  # the scorer failed on the batch: answer 500 and keep the connection
+            log.exception("the judge failed on a batch")
+            raise HTTPException(500, f"the judge failed on this request's batch: {type(err).__name__}: {err}") \
+                from None
 
 
 def create_app(scorer: Scorer, config: ServeConfig | None = None) -> Any:
@@ -134,8 +151,8 @@ def _add_error_handlers(app: FastAPI) -> None:
         return JSONResponse({"detail": str(err)}, 429, headers={"Retry-After": str(err.retry_after_s)})
 
     @app.exception_handler(Exception)
-    async def failed(request: Request, err: Exception) -> JSONResponse:  # logged by uvicorn with its traceback
-        return JSONResponse({"detail": f"the judge failed on this request's batch: {type(err).__name__}: {err}"}, 500)
+    async def failed(request: Request, err: Exception) -> JSONResponse:  # a bug: uvicorn logs the traceback
+        return JSONResponse({"detail": f"internal error: {type(err).__name__}: {err}"}, 500)
 
     @app.exception_handler(BatcherClosed)
     async def closed(request: Request, err: BatcherClosed) -> JSONResponse:
@@ -157,7 +174,7 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
     @app.post("/v1/judge", response_model=JudgeResponse)
     async def judge(body: JudgeRequest, request: Request, response: Response) -> JudgeResponse:
         service.check_items(len(body.items))
-        request_id = body.request_id or request.headers.get("x-request-id")
+        request_id = service.request_id(request, body.request_id)
         prepared = service.prepare([_to_item(i) for i in body.items])
 
         async def start() -> list[ScoreResult]:
@@ -187,7 +204,7 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         async def start() -> list[ScoreResult]:
             return await batcher.submit(JUDGE_KEY, prepared)
 
-        results = await service.execute(request, request.headers.get("x-request-id"), start)
+        results = await service.execute(request, service.request_id(request), start)
         lo, hi = service.scorer.score_range
         invalid = lo if config.invalid_reward is None else config.invalid_reward
         rewards = [r.mean if r.mean is not None else invalid for r in results]
@@ -208,7 +225,7 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
             return await batcher.submit(("chat", sampling), [messages])
 
         try:
-            (texts,) = await service.execute(request, request.headers.get("x-request-id"), start)
+            (texts,) = await service.execute(request, service.request_id(request), start)
         except NotImplementedError as err:
             raise HTTPException(501, str(err)) from None
         return {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),

@@ -127,6 +127,7 @@ def main(argv: list[str] | None = None) -> None:
         scorer = load_scorer(ns.model, ns.backend, max_new_tokens=ns.max_new_tokens, temperature=ns.temperature,
                              batch_size=ns.max_batch, template=ns.template, rubric_mode=ns.rubric_mode)
     except (OSError, ValueError, ImportError) as err:
+        sock.close()
         fail(f"--model {ns.model}: cannot load it ({type(err).__name__}: {str(err).splitlines()[0][:300]})")
     config = ServeConfig(max_batch=ns.max_batch, max_wait_ms=ns.max_wait_ms, max_queue=ns.max_queue,
                          max_body_bytes=ns.max_body_bytes, timeout_s=ns.timeout_s, model_name=scorer.name,

@@ -57,6 +57,12 @@ class JudgeClient:
             self._http.close()
             self._http = None
 
+    def __enter__(self) -> "JudgeClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     def post(self, path: str, body: dict[str, Any], request_id: str | None = None) -> dict[str, Any]:
         """POST `body` with retries; every attempt carries the same request id."""
         request_id = request_id or uuid.uuid4().hex

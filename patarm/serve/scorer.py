@@ -144,7 +144,8 @@ class JudgeScorer(Scorer):
             if item.resources:
                 raise ValueError("resources are mounted into a skill: give `skill` too")
             template = self._template(item)
-            return Prepared(render_pointwise(item.prompt, item.response, template, domain=item.domain), template, item.n)
+            messages = render_pointwise(item.prompt, item.response, template, domain=item.domain)
+            return Prepared(messages, template, item.n)
         from patarm.skills.router import static_prompt
         from patarm.skills.session import mount
 
@@ -225,4 +226,5 @@ def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, t
                                                                    temperature=temperature, batch_size=batch_size))
     else:
         raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
-    return JudgeScorer(engine, template=template, rubric_mode=rubric_mode, name=os.path.basename(str(model).rstrip("/")))
+    name = os.path.basename(str(model).rstrip("/"))
+    return JudgeScorer(engine, template=template, rubric_mode=rubric_mode, name=name)

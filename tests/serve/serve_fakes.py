@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from patarm.judge.judgment import Judgment
 from patarm.serve.scorer import Sampling, ScoreItem, Scorer, ScoreResult, mean_score
@@ -84,7 +84,8 @@ def main(argv: list[str]) -> None:
     ns = p.parse_args(argv)
     config = ServeConfig(max_batch=ns.max_batch, max_queue=ns.max_queue, timeout_s=ns.timeout_s,
                          token=os.environ[ns.token_env] if ns.token_env else None, model_name="fake")
-    serve_forever(create_app(FakeScorer(ns.delay_s, ns.started_file), config), bind("127.0.0.1", ns.port), log_level="info",
+    app = create_app(FakeScorer(ns.delay_s, ns.started_file), config)
+    serve_forever(app, bind("127.0.0.1", ns.port), log_level="info",
                   graceful_timeout_s=ns.timeout_s)
 
 

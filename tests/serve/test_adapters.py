@@ -46,6 +46,7 @@ def test_trl_reward_scores_conversational_completions_with_extra_columns(fake, s
     copy = pickle.loads(pickle.dumps(reward))  # TRL and Ray may copy reward functions
     copy.invalid = 0.0
     assert copy(prompts=["plain"], completions=["unparseable"]) == [0.0]
+    reward.close(), copy.close()
 
 
 def test_trl_reward_needs_exactly_one_source():
@@ -73,6 +74,8 @@ def test_verl_reward_loaded_by_path_with_reward_kwargs(secured, monkeypatch):
     assert single == expected_score("one")
     with pytest.raises(ValueError, match=r"extra_info\['prompt'\]"):
         module.compute_score("x", "one", None, {"split": "train"}, url=secured)
+    for client in module._CLIENTS.values():
+        client.close()
 
 
 def test_openrlhf_reward_file_with_a_token(secured, monkeypatch):
@@ -85,6 +88,7 @@ def test_openrlhf_reward_file_with_a_token(secured, monkeypatch):
     assert out["rewards"].tolist() == [expected_score("red"), 1.0]
     assert out["scores"].tolist() == pytest.approx([(expected_score("red") - 1) / 9, 0.0])
     assert out["extra_logs"]["judge_valid"].tolist() == [1.0, 0.0]
+    module._CLIENT[0].close()
 
 
 def test_openrlhf_remote_rm_url_posts_straight_to_get_reward(server):
@@ -97,11 +101,11 @@ def test_openrlhf_remote_rm_url_posts_straight_to_get_reward(server):
 
 
 def test_the_client_refuses_bad_requests_at_once_and_gives_up_on_a_dead_server(secured):
-    client = JudgeClient(secured, token="wrong", max_retries=3, backoff_s=0.01)
-    with pytest.raises(ServeError, match="HTTP 401"):
-        client.judge([{"prompt": "p", "response": "r"}])
-    assert client.retries == 0
-    dead = JudgeClient("http://127.0.0.1:9", max_retries=2, backoff_s=0.01)
-    with pytest.raises(ServeError, match="failed 3 times"):
-        dead.judge([{"prompt": "p", "response": "r"}])
-    assert dead.retries == 2
+    with JudgeClient(secured, token="wrong", max_retries=3, backoff_s=0.01) as client:
+        with pytest.raises(ServeError, match="HTTP 401"):
+            client.judge([{"prompt": "p", "response": "r"}])
+        assert client.retries == 0
+    with JudgeClient("http://127.0.0.1:9", max_retries=2, backoff_s=0.01) as dead:
+        with pytest.raises(ServeError, match="failed 3 times"):
+            dead.judge([{"prompt": "p", "response": "r"}])
+        assert dead.retries == 2

@@ -92,14 +92,14 @@ def test_a_server_killed_and_restarted_mid_load_answers_every_item_exactly_once(
     proc = _start(port, "--delay-s", "0.01")
     try:
         def client_loop(client_id: int) -> None:
-            client = JudgeClient(url, timeout_s=10, max_retries=60, backoff_s=0.05, max_backoff_s=0.5)
-            for seq in range(requests_each):
-                items = _items(client_id, seq)
-                results = client.judge(items)
-                _check(items, results)
-                with lock:
-                    answers.update(r["id"] for r in results)
-            retries.append(client.retries)
+            with JudgeClient(url, timeout_s=10, max_retries=60, backoff_s=0.05, max_backoff_s=0.5) as client:
+                for seq in range(requests_each):
+                    items = _items(client_id, seq)
+                    results = client.judge(items)
+                    _check(items, results)
+                    with lock:
+                        answers.update(r["id"] for r in results)
+                retries.append(client.retries)
 
         with ThreadPoolExecutor(clients) as pool:
             futures = [pool.submit(client_loop, c) for c in range(clients)]

@@ -64,6 +64,7 @@ def test_trl_reward_in_process_matches_the_server(scorer, judge_dir, pairs):
     with ServerThread(create_app(scorer)) as url:
         remote = JudgeReward(url, template=TEMPLATE)
         assert local(prompts, completions) == remote(prompts, completions)
+        remote.close()
 
 
 @pytest.mark.slow
@@ -99,6 +100,7 @@ def test_the_cli_serves_a_saved_judge_with_a_token_and_stops_on_sigterm(judge_di
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
+        proc.stderr.close()
 
 
 @pytest.mark.slow
@@ -111,7 +113,8 @@ def test_trl_grpo_trains_with_the_served_judge_as_its_reward(scorer, judge_dir, 
     tokenizer = AutoTokenizer.from_pretrained(judge_dir, padding_side="left")
     data = Dataset.from_list([{"prompt": p.prompt, "domain": p.domain} for p in pairs[:4]])
     args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4,
-                      max_completion_length=6, learning_rate=1e-4, use_cpu=True, bf16=False, activation_checkpointing=False, report_to=[],
+                      max_completion_length=6, learning_rate=1e-4, use_cpu=True, bf16=False,
+                      activation_checkpointing=False, report_to=[],
                       logging_steps=1, save_strategy="no", temperature=1.0)
     served = []
     with ServerThread(create_app(scorer)) as url:
@@ -121,5 +124,6 @@ def test_trl_grpo_trains_with_the_served_judge_as_its_reward(scorer, judge_dir, 
         trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=data,
                               processing_class=tokenizer)
         trainer.train()
+        reward.close()
     assert served and sum(served) >= 4
     assert any("rewards/patarm_judge/mean" in log for log in trainer.state.log_history)

@@ -37,6 +37,12 @@ class JudgeReward:
         self.model, self.scorer_kwargs = model, scorer_kwargs or {}
         self._scorer: Any = None
 
+    def close(self) -> None:
+        """Close the HTTP connections (the judge in-process, if any, is simply dropped)."""
+        if self.client is not None:
+            self.client.close()
+        self._scorer = None
+
     def __getstate__(self) -> dict:  # picklable: a local model is reloaded where it is unpickled
         return {**self.__dict__, "_scorer": None}
 
