@@ -1,0 +1,230 @@
+"""The judge-facing interface the server calls: batched, synchronous, run on one worker thread.
+
+A `Scorer` turns items (a conversation, a response, options) into scores and parsed judgments, and
+completes chat messages for `/v1/chat/completions`. The server never touches a model: it only calls
+`prepare` (validate and render one item; cheap, raises ValueError for a bad option → HTTP 400),
+`run` (one batch of prepared items → results) and `complete`. `JudgeScorer` implements it on any
+backend with `generate(prompts, num_samples, seed) -> texts` (`HFBackend`, `VLLMTeacher`).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from patarm.judge.judgment import Judgment
+from patarm.judge.parse import parse_judgment
+from patarm.judge.templates import PROMPT_DIR, JudgeTemplate, load_template, render_pointwise
+
+Messages = list[dict[str, str]]
+# The template a skill's static-routing prompt answers in: <eval> evidence lines, then <score>.
+SKILL_TEMPLATE = ("pointwise-compact", "primary")
+DEMO_PAIRS = Path(__file__).resolve().parents[1] / "assets" / "if_pairs_demo.jsonl"  # text for a tiny tokenizer
+
+
+@dataclass
+class ScoreItem:
+    """One response to judge. `prompt` is text or chat messages; `resources` are mounted skill resources
+    (dicts with id, type, content[, description]); `n` judge rollouts are averaged."""
+
+    prompt: str | Messages
+    response: str
+    domain: str | None = None
+    template: str | None = None
+    rubric_mode: str | None = None
+    skill: str | None = None
+    resources: Sequence[dict[str, str]] = ()
+    n: int = 1
+
+
+@dataclass
+class ScoreResult:
+    """`scores` of the n rollouts (None where the judge's output had no valid score), their valid mean."""
+
+    scores: list[float | None]
+    mean: float | None
+    judgments: list[Judgment] = field(default_factory=list)
+
+    @property
+    def parse_failures(self) -> int:
+        return sum(s is None for s in self.scores)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Generation settings of one chat-completion request (max_tokens in tokens)."""
+
+    max_tokens: int = 512
+    temperature: float = 0.0
+    top_p: float = 1.0
+    n: int = 1
+
+
+@dataclass
+class Prepared:
+    """An item rendered into judge messages, with the template its output is parsed under."""
+
+    messages: Messages
+    template: JudgeTemplate
+    n: int
+    skill: bool = False
+
+
+def mean_score(scores: Sequence[float | None]) -> float | None:
+    valid = [s for s in scores if s is not None]
+    return sum(valid) / len(valid) if valid else None
+
+
+class Scorer:
+    """Base class: subclasses implement `run` (and `complete` if they can chat)."""
+
+    name: str = "judge"
+    score_range: tuple[float, float] = (1.0, 10.0)
+
+    def prepare(self, item: ScoreItem) -> Any:
+        """Validate and render one item (raise ValueError naming the bad field)."""
+        return item
+
+    def run(self, prepared: Sequence[Any]) -> list[ScoreResult]:
+        raise NotImplementedError
+
+    def score(self, items: Sequence[ScoreItem]) -> list[ScoreResult]:
+        """Judge `items` in one batch (the in-process path; the server splits prepare and run)."""
+        return self.run([self.prepare(item) for item in items])
+
+    def complete(self, messages_batch: Sequence[Messages], sampling: Sampling) -> list[list[str]]:
+        """`sampling.n` completions per conversation."""
+        raise NotImplementedError(f"{type(self).__name__} does not serve chat completions")
+
+
+@functools.lru_cache(maxsize=None)
+def _bundled_templates() -> frozenset[str]:
+    return frozenset(p.stem for p in PROMPT_DIR.glob("*.yaml"))
+
+
+@functools.lru_cache(maxsize=32)
+def _bank_skill(name: str) -> Any:
+    """A skill of the bundled bank by name only: a client must not make the server read other folders."""
+    from patarm.skills.package import BANK_DIR, NAME_RE, load_skill
+
+    if not NAME_RE.match(name) or not (BANK_DIR / name / "SKILL.md").is_file():
+        names = sorted(p.name for p in BANK_DIR.iterdir() if (p / "SKILL.md").is_file())
+        raise ValueError(f"skill {name!r} is not in the bundled bank; available: {names}")
+    return load_skill(BANK_DIR / name)
+
+
+class JudgeScorer(Scorer):
+    """Pointwise judging with a generation backend; `template` / `rubric_mode` are the server defaults."""
+
+    def __init__(self, backend: Any, template: str = "pointwise", rubric_mode: str | None = None,
+                 name: str = "judge"):
+        self.backend, self.name = backend, name
+        self.default = load_template(template, rubric_mode=rubric_mode)
+        if self.default.kind != "pointwise":
+            raise ValueError(f"the server scores pointwise; template {template!r} is {self.default.kind}")
+        self.score_range = self.default.score_range
+
+    def _template(self, item: ScoreItem) -> JudgeTemplate:
+        if item.template is None and item.rubric_mode is None:
+            return self.default
+        name = item.template or self.default.name
+        if name not in _bundled_templates():
+            raise ValueError(f"template {name!r} is not bundled; available: {sorted(_bundled_templates())}")
+        template = load_template(name, rubric_mode=item.rubric_mode or self.default.rubric_mode)
+        if template.kind != "pointwise":
+            raise ValueError(f"template {name!r} is {template.kind}; /v1/judge scores single responses")
+        return template
+
+    def prepare(self, item: ScoreItem) -> Prepared:
+        if item.skill is None:
+            if item.resources:
+                raise ValueError("resources are mounted into a skill: give `skill` too")
+            template = self._template(item)
+            messages = render_pointwise(item.prompt, item.response, template, domain=item.domain)
+            return Prepared(messages, template, item.n)
+        from patarm.skills.router import static_prompt
+        from patarm.skills.session import mount
+
+        skill = _bank_skill(item.skill)
+        mounted = [mount(r["id"], r["type"], r["content"], r.get("description", "")) for r in item.resources]
+        messages = static_prompt(skill, item.prompt, item.response, item.domain, mounted, run_verifiers=False)
+        return Prepared(messages, load_template(SKILL_TEMPLATE[0], rubric_mode=SKILL_TEMPLATE[1]), item.n, skill=True)
+
+    def run(self, prepared: Sequence[Prepared]) -> list[ScoreResult]:
+        """One backend call per distinct n (a backend samples the same n for every prompt of a call)."""
+        outputs: list[list[str]] = [[] for _ in prepared]
+        by_n: dict[int, list[int]] = defaultdict(list)
+        for i, p in enumerate(prepared):
+            by_n[p.n].append(i)
+        for n, indices in by_n.items():
+            texts = self.backend.generate([prepared[i].messages for i in indices], num_samples=n)
+            for i, t in zip(indices, texts):
+                outputs[i] = t
+        return [self._result(p, texts) for p, texts in zip(prepared, outputs)]
+
+    @staticmethod
+    def _result(p: Prepared, texts: Sequence[str]) -> ScoreResult:
+        judgments = [parse_judgment(t, p.template) for t in texts]
+        if p.skill:
+            from patarm.skills.router import parse_evidence
+
+            for j in judgments:
+                j.evidence = parse_evidence(j.evaluation)
+        scores = [j.score for j in judgments]
+        return ScoreResult(scores, mean_score(scores), judgments)
+
+    def complete(self, messages_batch: Sequence[Messages], sampling: Sampling) -> list[list[str]]:
+        backend = with_sampling(self.backend, sampling)
+        return backend.generate(list(messages_batch), num_samples=sampling.n)
+
+
+def with_sampling(backend: Any, sampling: Sampling) -> Any:
+    """A view of `backend` generating with `sampling` (shares the loaded model)."""
+    from patarm.judge.backends import HFBackend
+
+    if isinstance(backend, HFBackend):
+        options = replace(backend.options, max_new_tokens=sampling.max_tokens, temperature=sampling.temperature,
+                          top_p=sampling.top_p)
+        return HFBackend(backend.model, backend.tokenizer, options)
+    llm = getattr(backend, "llm", None)
+    if llm is not None:  # VLLMTeacher
+        from patarm.teachers.local import VLLMTeacher
+
+        return VLLMTeacher(backend.model_id, llm=llm, temperature=sampling.temperature, top_p=sampling.top_p,
+                           max_tokens=sampling.max_tokens)
+    raise NotImplementedError(f"cannot change the sampling of a {type(backend).__name__}")
+
+
+def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
+                batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
+                work_dir: str | os.PathLike | None = None) -> JudgeScorer:
+    """A JudgeScorer for a model spec (a folder, a hub id or `tiny[:...]`) on the `hf` or `vllm` backend."""
+    from patarm.models import parse_tiny_spec, resolve_model
+
+    path = model
+    if parse_tiny_spec(model) is not None:  # a random tiny judge: for smoke tests of the server itself
+        from patarm.data import load_pairs
+        from patarm.data.rl import pairs_to_judge_rows
+
+        rows = pairs_to_judge_rows(load_pairs(DEMO_PAIRS).pairs, template)
+        texts = [m["content"] for r in rows for m in r["prompt"]]
+        path = resolve_model(model, texts=texts, output_dir=work_dir or os.path.join("runs", "serve"))
+    if backend == "vllm":
+        from patarm.teachers.local import VLLMTeacher
+
+        engine: Any = VLLMTeacher(path, temperature=temperature, max_tokens=max_new_tokens)
+    elif backend == "hf":
+        from patarm.judge.backends import GenerationOptions, HFBackend
+        from patarm.models import load_causal_lm
+
+        lm, tokenizer = load_causal_lm(path)
+        engine = HFBackend(lm.eval(), tokenizer, GenerationOptions(max_new_tokens=max_new_tokens,
+                                                                   temperature=temperature, batch_size=batch_size))
+    else:
+        raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
+    name = os.path.basename(str(model).rstrip("/"))
+    return JudgeScorer(engine, template=template, rubric_mode=rubric_mode, name=name)

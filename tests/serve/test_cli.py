@@ -1,0 +1,49 @@
+"""`patarm serve` flags: a bad flag is one paragraph on stderr and exit code 2, before any model loads."""
+
+import importlib.util
+
+import pytest
+
+from patarm.serve.cli import main, read_token
+
+
+@pytest.mark.parametrize("argv, says", [
+    ([], "the following arguments are required: --model"),
+    (["--model", "m", "--max-batch", "0"], "argument --max-batch: must be > 0, got 0"),
+    (["--model", "m", "--timeout-s", "soon"], "--timeout-s: invalid positive float value"),
+    (["--model", "m", "--backend", "tpu"], "--backend: invalid choice: 'tpu'"),
+    (["--model", "m", "--port", "70000"], "--port must be 0..65535"),
+    (["--model", "m", "--token-env", "A", "--token-file", "f"], "not allowed with argument"),
+    (["--model", "m", "--token-env", "PATARM_TEST_UNSET_VAR"], "unset or empty"),
+    (["--model", "m", "--token-file", "/nonexistent/token"], "cannot read it"),
+    (["--model", "./no/such/judge"], "no such folder"),
+    (["--model", "tiny:layers=2"], "is not key=value with a key in"),
+])
+def test_bad_flags_exit_2_with_one_paragraph(argv, says, capsys, monkeypatch):
+    monkeypatch.delenv("PATARM_TEST_UNSET_VAR", raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2
+    assert says in err and err.startswith("patarm serve: ") and err.count("\n") == 1 and "Usage: patarm serve" in err
+
+
+def test_the_token_comes_from_an_env_var_or_the_first_line_of_a_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATARM_TEST_TOKEN", " abc \n")
+    assert read_token("PATARM_TEST_TOKEN", None) == "abc"
+    (tmp_path / "t").write_text("from-file\nignored\n")
+    assert read_token(None, str(tmp_path / "t")) == "from-file"
+    assert read_token(None, None) is None
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(SystemExit):
+        read_token(None, str(tmp_path / "empty"))
+
+
+def test_the_vllm_backend_without_vllm_says_what_to_install(tmp_path, capsys):
+    pytest.importorskip("torch")
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vLLM is installed here")
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model", str(tmp_path), "--backend", "vllm", "--port", "0"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "ImportError: VLLMTeacher needs vLLM" in err

@@ -1,0 +1,129 @@
+"""End to end with one tiny real judge: served judgments equal in-process ones; the CLI; TRL GRPO over HTTP."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import httpx
+import pytest
+
+from patarm.data import load_pairs
+from patarm.data.rl import pairs_to_judge_rows
+from patarm.judge.backends import GenerationOptions, HFBackend
+from patarm.models.tiny import build_tiny_judge
+from patarm.serve.adapters.trl import JudgeReward
+from patarm.serve.app import ServeConfig, create_app
+from patarm.serve.scorer import DEMO_PAIRS, JudgeScorer, ScoreItem
+from patarm.serve.server import ServerThread
+
+TEMPLATE, NEW_TOKENS = "pointwise-compact", 12
+
+
+@pytest.fixture(scope="module")
+def judge_dir(tmp_path_factory):
+    rows = pairs_to_judge_rows(load_pairs(DEMO_PAIRS).pairs, TEMPLATE)
+    out = tmp_path_factory.mktemp("judge")
+    build_tiny_judge([m["content"] for r in rows for m in r["prompt"]], out, vocab_size=400, hidden_size=32,
+                     num_layers=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def scorer(judge_dir):
+    from patarm.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm(str(judge_dir))
+    return JudgeScorer(HFBackend(model.eval(), tokenizer, GenerationOptions(max_new_tokens=NEW_TOKENS)), TEMPLATE)
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    return load_pairs(DEMO_PAIRS).pairs[:6]
+
+
+def test_served_judgments_equal_in_process_ones(scorer, pairs):
+    items = [{"prompt": p.prompt, "response": p.chosen, "domain": p.domain, "n": 2} for p in pairs]
+    direct = scorer.score([ScoreItem(**i) for i in items])
+    with ServerThread(create_app(scorer, ServeConfig(max_batch=8))) as url:
+        served = httpx.post(url + "/v1/judge", json={"items": items}, timeout=120).json()["results"]
+        chat = httpx.post(url + "/v1/chat/completions", timeout=120,
+                          json={"messages": pairs[0].prompt, "max_tokens": 5}).json()
+    assert [[j["text"] for j in r["judgments"]] for r in served] == [[j.text for j in r.judgments] for r in direct]
+    assert [r["scores"] for r in served] == [r.scores for r in direct]
+    greedy = HFBackend(scorer.backend.model, scorer.backend.tokenizer, GenerationOptions(max_new_tokens=5))
+    assert chat["choices"][0]["message"]["content"] == greedy.generate([pairs[0].prompt])[0][0]
+
+
+def test_trl_reward_in_process_matches_the_server(scorer, judge_dir, pairs):
+    prompts, completions = [p.prompt for p in pairs], [p.rejected for p in pairs]
+    local = JudgeReward(model=str(judge_dir), template=TEMPLATE,
+                        scorer_kwargs={"max_new_tokens": NEW_TOKENS, "template": TEMPLATE})
+    with ServerThread(create_app(scorer)) as url:
+        remote = JudgeReward(url, template=TEMPLATE)
+        assert local(prompts, completions) == remote(prompts, completions)
+        remote.close()
+
+
+@pytest.mark.slow
+def test_the_cli_serves_a_saved_judge_with_a_token_and_stops_on_sigterm(judge_dir, tmp_path, pairs):
+    token_file = tmp_path / "token"
+    token_file.write_text("cli-token\n")
+    proc = subprocess.Popen([sys.executable, "-m", "patarm.serve.cli", "--model", str(judge_dir), "--port", "0",
+                             "--token-file", str(token_file), "--max-new-tokens", "4", "--template", TEMPLATE],
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        url, deadline = None, time.monotonic() + 120
+        while url is None:  # "patarm serve: listening on http://127.0.0.1:PORT"
+            line = proc.stderr.readline()
+            assert line or proc.poll() is None, "the server exited before listening"
+            found = re.search(r"listening on (http://\S+)", line)
+            url = found.group(1) if found else None
+            assert time.monotonic() < deadline
+        auth = {"Authorization": "Bearer cli-token"}
+        body = {"items": [{"prompt": pairs[0].prompt, "response": pairs[0].chosen}]}
+        for _ in range(100):  # the socket listens before the app has started: wait for /health
+            try:
+                if httpx.get(url + "/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.1)
+        assert httpx.post(url + "/v1/judge", json=body).status_code == 401
+        answer = httpx.post(url + "/v1/judge", json=body, headers=auth, timeout=60)
+        assert answer.status_code == 200 and len(answer.json()["results"][0]["judgments"]) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) in (0, -signal.SIGTERM)
+        assert "cli-token" not in proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stderr.close()
+
+
+@pytest.mark.slow
+def test_trl_grpo_trains_with_the_served_judge_as_its_reward(scorer, judge_dir, tmp_path, pairs):
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    policy = AutoModelForCausalLM.from_pretrained(judge_dir)  # any tiny causal LM will do as the policy
+    tokenizer = AutoTokenizer.from_pretrained(judge_dir, padding_side="left")
+    data = Dataset.from_list([{"prompt": p.prompt, "domain": p.domain} for p in pairs[:4]])
+    args = GRPOConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=4, num_generations=4,
+                      max_completion_length=6, learning_rate=1e-4, use_cpu=True, bf16=False,
+                      activation_checkpointing=False, report_to=[],
+                      logging_steps=1, save_strategy="no", temperature=1.0)
+    served = []
+    with ServerThread(create_app(scorer)) as url:
+        reward = JudgeReward(url, template=TEMPLATE, invalid=0.0)
+        original = reward.means
+        reward.means = lambda items: served.append(len(items)) or original(items)
+        trainer = GRPOTrainer(model=policy, reward_funcs=[reward], args=args, train_dataset=data,
+                              processing_class=tokenizer)
+        trainer.train()
+        reward.close()
+    assert served and sum(served) >= 4
+    assert any("rewards/patarm_judge/mean" in log for log in trainer.state.log_history)
