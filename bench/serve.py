@@ -4,7 +4,7 @@
         [--items-per-request 8] [--rounds 5]
 
 The in-process side calls `JudgeScorer.score` on batches of `--max-batch` items. The served side starts
-the real CLI (`python -m patarm.serve.cli`) in its own process and sends the same items from
+the real CLI (`python -m patarm serve`) in its own process and sends the same items from
 `--clients` concurrent loopback clients, `--items-per-request` items per request. The two sides
 alternate in rounds so machine noise hits both; the ratio is the median of the rounds' ratios.
 Without `--model` a random judge of the quickstart's size is built, with end-of-sequence suppressed
@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from patarm.data import load_pairs  # noqa: E402
-from patarm.data.rl import pairs_to_judge_rows  # noqa: E402
+from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
 from patarm.serve.scorer import DEMO_PAIRS, ScoreItem, load_scorer  # noqa: E402
 
 TEMPLATE = "pointwise-compact"
@@ -88,7 +88,7 @@ def run_served(url: str, items: list[dict], clients: int, per_request: int) -> t
 
 
 def start_server(model: str, args: argparse.Namespace) -> tuple[subprocess.Popen, str]:
-    cmd = [sys.executable, "-m", "patarm.serve.cli", "--model", model, "--port", "0", "--template", TEMPLATE,
+    cmd = [sys.executable, "-m", "patarm", "serve", "--model", model, "--port", "0", "--template", TEMPLATE,
            "--max-new-tokens", str(args.max_new_tokens), "--max-batch", str(args.max_batch),
            "--max-wait-ms", str(args.max_wait_ms), "--log-level", "warning"]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT,

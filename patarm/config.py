@@ -157,8 +157,7 @@ class StageParser(argparse.ArgumentParser):
             bad = rest[0]
             flag = bad.split("=", 1)[0]
             options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-            raise ConfigError(f"{self.prog}: unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` "
-                              "for the options.")
+            raise ConfigError(f"unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` for the options.")
         given: set[str] = set()
         for path in ns.config:
             given |= self._apply_config(path)
@@ -174,7 +173,7 @@ class StageParser(argparse.ArgumentParser):
             try:
                 out.append(dtype(**kwargs))
             except (ValueError, TypeError) as err:
-                raise ConfigError(f"{self.prog}: {err}") from None
+                raise ConfigError(str(err)) from None
         return tuple(out)
 
     def _apply_config(self, path: str) -> set[str]:
@@ -196,7 +195,7 @@ class StageParser(argparse.ArgumentParser):
         return set(defaults)
 
     def error(self, message: str) -> typing.NoReturn:  # argparse's own errors (bad value, missing flag)
-        raise ConfigError(f"{self.prog}: {message}. Run `{self.prog} --help` for the options.")
+        raise ConfigError(f"{message}. Run `{self.prog} --help` for the options.")
 
 
 def _plain_field(f: dataclasses.Field, hint: Any) -> dataclasses.Field:

@@ -16,7 +16,7 @@ class HFBackend:
                  model_id: str | None = None):
         self.model, self.tokenizer = model, tokenizer
         self.options = options or GenerationOptions()
-        self.model_id = model_id or getattr(model.config, "_name_or_path", None) or "hf-model"
+        self.model_id = model_id or getattr(getattr(model, "config", None), "_name_or_path", None) or "hf-model"
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token before judging")
 

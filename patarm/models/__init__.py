@@ -67,7 +67,23 @@ def resolve_model(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.
     converted = resolve_gguf_spec(spec)
     if converted is not None:
         return str(converted)
+    if not Path(spec).exists() and looks_like_path(spec):
+        raise FileNotFoundError(f"model {spec!r}: no such folder. Give the folder of a saved judge (e.g. the output of "
+                                "`patarm sft`/`grpo`/`export`), a hub id such as Qwen/Qwen3-8B, or a spec such as tiny "
+                                "or smollm2")
     return spec
+
+
+def looks_like_path(spec: str) -> bool:
+    """Whether `spec` can only be a local path (a hub id is `name` or `namespace/name`)."""
+    return (spec.startswith((".", "/", "~")) or spec.count("/") > 1 or os.sep != "/" and os.sep in spec
+            or Path(spec.split("/")[0]).is_dir())
+
+
+def _hub_error(spec: str, err: Exception) -> FileNotFoundError:
+    first = str(err).strip().splitlines()[0][:300] if str(err).strip() else type(err).__name__
+    return FileNotFoundError(f"model {spec!r}: not a local folder, and the Hugging Face hub could not provide it "
+                             f"({first}). Give the folder of a saved judge, or a hub id the machine can download")
 
 
 def load_tokenizer(path: str, padding_side: str = "left") -> Any:
@@ -87,8 +103,13 @@ def load_causal_lm(spec: str, *, texts: Iterable[str] = (), output_dir: str | os
     from transformers import AutoModelForCausalLM
 
     path = resolve_model(spec, texts=texts, output_dir=output_dir, seed=seed)
-    tokenizer = load_tokenizer(path)
     if dtype not in (None, "auto"):
         model_kwargs["dtype"] = getattr(torch, dtype)
-    model = AutoModelForCausalLM.from_pretrained(path, **model_kwargs)
+    try:
+        tokenizer = load_tokenizer(path)
+        model = AutoModelForCausalLM.from_pretrained(path, **model_kwargs)
+    except OSError as err:  # transformers: not a folder, offline, no such repo
+        if Path(path).is_dir():
+            raise
+        raise _hub_error(spec, err) from None
     return model, tokenizer

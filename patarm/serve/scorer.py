@@ -4,7 +4,7 @@ A `Scorer` turns items (a conversation, a response, options) into scores and par
 completes chat messages for `/v1/chat/completions`. The server never touches a model: it only calls
 `prepare` (validate and render one item; cheap, raises ValueError for a bad option → HTTP 400),
 `run` (one batch of prepared items → results) and `complete`. `JudgeScorer` implements it on any
-backend with `generate(prompts, num_samples, seed) -> texts` (`HFBackend`, `VLLMTeacher`).
+`patarm.backends` backend (`HFBackend`, `VLLMBackend`).
 """
 
 from __future__ import annotations
@@ -16,14 +16,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from patarm.data.schema import Messages
 from patarm.judge.judgment import Judgment
 from patarm.judge.parse import parse_judgment
 from patarm.judge.templates import PROMPT_DIR, JudgeTemplate, load_template, render_pointwise
 
-Messages = list[dict[str, str]]
 # The template a skill's static-routing prompt answers in: <eval> evidence lines, then <score>.
 SKILL_TEMPLATE = ("pointwise-compact", "primary")
-DEMO_PAIRS = Path(__file__).resolve().parents[1] / "assets" / "if_pairs_demo.jsonl"  # text for a tiny tokenizer
+DEMO_PAIRS = Path(__file__).resolve().parents[1] / "demo" / "assets" / "if_pairs_demo.jsonl"  # a tiny tokenizer's text
 
 
 @dataclass
@@ -184,46 +184,44 @@ class JudgeScorer(Scorer):
 
 def with_sampling(backend: Any, sampling: Sampling) -> Any:
     """A view of `backend` generating with `sampling` (shares the loaded model)."""
-    from patarm.judge.backends import HFBackend
+    options = getattr(backend, "options", None)
+    if options is None:
+        raise NotImplementedError(f"cannot change the sampling of a {type(backend).__name__}")
+    options = replace(options, max_new_tokens=sampling.max_tokens, temperature=sampling.temperature,
+                      top_p=sampling.top_p)
+    from patarm.backends.hf import HFBackend
 
     if isinstance(backend, HFBackend):
-        options = replace(backend.options, max_new_tokens=sampling.max_tokens, temperature=sampling.temperature,
-                          top_p=sampling.top_p)
-        return HFBackend(backend.model, backend.tokenizer, options)
-    llm = getattr(backend, "llm", None)
-    if llm is not None:  # VLLMTeacher
-        from patarm.teachers.local import VLLMTeacher
+        return HFBackend(backend.model, backend.tokenizer, options, model_id=backend.model_id)
+    from patarm.backends.vllm import VLLMBackend
 
-        return VLLMTeacher(backend.model_id, llm=llm, temperature=sampling.temperature, top_p=sampling.top_p,
-                           max_tokens=sampling.max_tokens)
-    raise NotImplementedError(f"cannot change the sampling of a {type(backend).__name__}")
+    return VLLMBackend(backend.model_id, options, llm=backend.llm)
 
 
 def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
                 batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
                 work_dir: str | os.PathLike | None = None) -> JudgeScorer:
-    """A JudgeScorer for a model spec (a folder, a hub id or `tiny[:...]`) on the `hf` or `vllm` backend."""
+    """A JudgeScorer for a model spec (a folder, a hub id, `tiny[:...]`, a GGUF spec) on the `hf` or `vllm`
+    backend."""
+    from patarm.backends import GenerationOptions
     from patarm.models import parse_tiny_spec, resolve_model
 
     path = model
     if parse_tiny_spec(model) is not None:  # a random tiny judge: for smoke tests of the server itself
         from patarm.data import load_pairs
-        from patarm.data.rl import pairs_to_judge_rows
 
-        rows = pairs_to_judge_rows(load_pairs(DEMO_PAIRS).pairs, template)
-        texts = [m["content"] for r in rows for m in r["prompt"]]
+        texts = [m["content"] for p in load_pairs(DEMO_PAIRS).pairs for side in (p.chosen, p.rejected)
+                 for m in render_pointwise(p.prompt, side, template)]
         path = resolve_model(model, texts=texts, output_dir=work_dir or os.path.join("runs", "serve"))
+    options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)
     if backend == "vllm":
-        from patarm.teachers.local import VLLMTeacher
+        from patarm.backends.vllm import VLLMBackend
 
-        engine: Any = VLLMTeacher(path, temperature=temperature, max_tokens=max_new_tokens)
+        engine: Any = VLLMBackend(path, options)
     elif backend == "hf":
-        from patarm.judge.backends import GenerationOptions, HFBackend
-        from patarm.models import load_causal_lm
+        from patarm.backends.hf import HFBackend
 
-        lm, tokenizer = load_causal_lm(path)
-        engine = HFBackend(lm.eval(), tokenizer, GenerationOptions(max_new_tokens=max_new_tokens,
-                                                                   temperature=temperature, batch_size=batch_size))
+        engine = HFBackend.from_pretrained(path, options)
     else:
         raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
     name = os.path.basename(str(model).rstrip("/"))

@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from patarm.data import load_pairs
-from patarm.data.rl import pairs_to_judge_rows
-from patarm.judge.backends import GenerationOptions, HFBackend
+from patarm.train.grpo import pairs_to_judge_rows
+from patarm.backends import GenerationOptions
+from patarm.backends.hf import HFBackend
 from patarm.models.tiny import build_tiny_judge
 from patarm.serve.adapters.trl import JudgeReward
 from patarm.serve.app import ServeConfig, create_app
@@ -71,7 +72,7 @@ def test_trl_reward_in_process_matches_the_server(scorer, judge_dir, pairs):
 def test_the_cli_serves_a_saved_judge_with_a_token_and_stops_on_sigterm(judge_dir, tmp_path, pairs):
     token_file = tmp_path / "token"
     token_file.write_text("cli-token\n")
-    proc = subprocess.Popen([sys.executable, "-m", "patarm.serve.cli", "--model", str(judge_dir), "--port", "0",
+    proc = subprocess.Popen([sys.executable, "-m", "patarm", "serve", "--model", str(judge_dir), "--port", "0",
                              "--token-file", str(token_file), "--max-new-tokens", "4", "--template", TEMPLATE],
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     try:

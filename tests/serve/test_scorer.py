@@ -57,7 +57,8 @@ def test_a_skill_item_uses_static_routing_with_its_mounted_resources():
 
 
 def test_chat_completion_sampling_reaches_the_hf_backend():
-    from patarm.judge.backends import GenerationOptions, HFBackend
+    from patarm.backends import GenerationOptions
+    from patarm.backends.hf import HFBackend
     from patarm.serve.scorer import with_sampling
 
     class Tok:
