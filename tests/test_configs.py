@@ -47,7 +47,9 @@ def _rel(path: Path) -> str:
 def stage_types():
     """The training stages, parsed as `patarm <stage>` parses them; trl is imported here, once. The GPU recipes
     say bf16: true, which TrainingArguments refuses on a machine without a bf16 GPU, so that probe answers yes."""
-    import patarm.cli.train  # noqa: F401  (imports trl)
+    from patarm.train import stage_types
+
+    stage_types("grpo")  # imports trl
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr("transformers.training_args.is_torch_bf16_gpu_available", lambda *a, **k: True)
@@ -55,7 +57,7 @@ def stage_types():
 
 
 def _load(stage: str, *paths: Path):
-    from patarm.cli.train import parse
+    from patarm.train import parse_args as parse
 
     return parse(stage, [a for p in paths for a in ("--config", str(p))])
 
@@ -170,7 +172,7 @@ def test_unknown_key_raises_naming_the_file_and_the_nearest_key(stage_types, tmp
     with pytest.raises(ConfigError, match=r"typo\.yaml: unknown key 'learning_rat' \(did you mean 'learning_rate'\?\)"):
         _load(stage_types["grpo"], CONFIGS / "grpo" / "tiny.yaml", bad)
     with pytest.raises(ConfigError, match=r"unknown option '--lerning_rate' \(did you mean '--learning_rate'\?\)"):
-        from patarm.cli.train import parse
+        from patarm.train import parse_args as parse
 
         parse("grpo", ["--config", str(CONFIGS / "grpo" / "tiny.yaml"), "--lerning_rate", "1"])
 

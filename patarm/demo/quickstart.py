@@ -62,7 +62,7 @@ def _evaluate(model_dir: Path, heldout, options: GenerationOptions) -> dict:
 
 def _stage_args(stage: str, run_dir: Path, overrides: list[str]):
     """A stage's arguments from its demo config, exactly as `patarm <stage> --config ...` parses them."""
-    from patarm.cli.train import parse
+    from patarm.train import parse_args as parse
 
     return parse(stage, ["--config", str(CONFIG_DIR / f"{stage}.yaml"), "--run_dir", str(run_dir), *overrides])
 

@@ -83,7 +83,7 @@ def test_trl_default_sampler_would_split_pairs(tmp_path, sft_judge):
     script = (
         "import sys, patarm.train.grpo as g\n"
         "from trl import GRPOTrainer\n"
-        "from patarm.cli.train import parse\n"
+        "from patarm.train import parse_args as parse\n"
         "g.PaTaRMGRPOTrainer._get_train_sampler = GRPOTrainer._get_train_sampler\n"
         "g.train(*parse('grpo', sys.argv[1:]))\n"
     )

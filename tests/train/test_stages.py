@@ -62,7 +62,7 @@ def test_judge_cli_writes_one_record_per_pair(tiny_judge, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_bt_baseline_trains(tmp_path):
-    from patarm.cli.train import parse
+    from patarm.train import parse_args as parse
     from patarm.train.bt import train
 
     data, args, model_args = parse("bt", ["--config", str(ROOT / "configs/bt/tiny.yaml"), "--output_dir", str(tmp_path),

@@ -1,0 +1,57 @@
+"""The training stages — `sft`, `grpo` (with PAR) and `bt` (the scalar baseline) — each a `train(data, args,
+model_args)` function beside its config dataclass, and `parse_args(stage, argv)`: the stage's arguments
+from YAML configs and flags, exactly as `patarm <stage>` reads them (so a script or a notebook can build the
+same run without the CLI)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Options most runs set, shown by --help beside the stage's own (the rest: --help-all).
+COMMON = ("model_name_or_path", "dtype", "use_peft", "lora_r", "output_dir", "seed", "learning_rate",
+          "lr_scheduler_type", "num_train_epochs", "max_steps", "per_device_train_batch_size",
+          "gradient_accumulation_steps", "max_length", "num_generations", "max_completion_length", "temperature",
+          "beta", "bf16", "use_cpu", "logging_steps", "save_strategy", "save_steps", "report_to",
+          "resume_from_checkpoint", "use_vllm")
+
+
+def stage_types(stage: str) -> tuple[type, ...]:
+    """The dataclasses a training stage is configured with: (data arguments, TRL config, ModelConfig)."""
+    from trl import ModelConfig
+
+    if stage == "sft":
+        from trl import SFTConfig
+
+        from patarm.train.sft import SFTDataArguments
+        return SFTDataArguments, SFTConfig, ModelConfig
+    if stage == "grpo":
+        from patarm.train.grpo import GRPODataArguments, PaTaRMGRPOConfig
+        return GRPODataArguments, PaTaRMGRPOConfig, ModelConfig
+    from trl import RewardConfig
+
+    from patarm.train.bt import BTDataArguments
+    return BTDataArguments, RewardConfig, ModelConfig
+
+
+def stage_defaults(stage: str) -> dict[str, Any]:
+    """Where a stage writes, and where GRPO starts, inside the run folder."""
+    defaults = {"output_dir": "{run_dir}/" + stage}
+    if stage == "grpo":
+        defaults["model_name_or_path"] = "{run_dir}/sft"
+    return defaults
+
+
+def parse_args(stage: str, argv: list[str]) -> tuple[Any, ...]:
+    """The stage's (data, training, model) arguments from configs and flags."""
+    from patarm.config import parse_stage
+
+    types = stage_types(stage)
+    return parse_stage(types, argv, prog=f"patarm {stage}", description=_description(stage), primary=types[:1],
+                       common=COMMON, defaults=stage_defaults(stage))
+
+
+def _description(stage: str) -> str:
+    import importlib
+
+    doc = importlib.import_module(f"patarm.train.{stage}").__doc__ or ""
+    return doc.strip()
