@@ -26,8 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from patarm.eval import judgebench, registry  # noqa: E402
-from patarm.eval.cache import JudgmentCache  # noqa: E402
-from patarm.eval.draw import Drawer  # noqa: E402
+from patarm.backends import CachedBackend, GenerationCache  # noqa: E402
 from patarm.eval.harness import judge_items  # noqa: E402
 from patarm.eval.judging import JudgeOptions  # noqa: E402
 from patarm.judge import load_template, render_pairwise, render_pointwise  # noqa: E402
@@ -56,8 +55,8 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
 def time_harness(backend, items, batch_size: int) -> tuple[float, float]:
     """(CPU, wall) seconds for the harness to judge and score `items` pointwise (fresh in-memory cache)."""
     start = _clock()
-    drawer = Drawer(backend, JudgmentCache(), {"model": "tiny"}, batch_size=batch_size, progress=False)
-    judged = judge_items("rmbench", items, drawer, JudgeOptions(template="pointwise-compact"))
+    judged = judge_items("rmbench", items, CachedBackend(backend, None, progress=False),
+                         JudgeOptions(template="pointwise-compact"))
     registry.get("rmbench").score([j.record for j in judged])
     return _since(start)
 
@@ -86,7 +85,8 @@ def overhead_ratio(n_items: int, max_new_tokens: int, batch_size: int, repeats: 
     alternating order (on a shared CPU, whichever runs first in a pair is otherwise penalised)."""
     import torch
 
-    from patarm.judge.backends import GenerationOptions, HFBackend
+    from patarm.backends import GenerationOptions
+    from patarm.backends.hf import HFBackend
     from patarm.models.tiny import build_tiny_judge
 
     torch.set_num_threads(1)  # CPU time of one thread: no spin-waiting pool threads in the accounting
@@ -130,11 +130,24 @@ def _decision(rng: random.Random, p_correct: float, label_first: bool, bias: flo
     return "A" if rng.random() < p_a else "B"
 
 
-def record_judgments(items: list[dict], n: int, seed: int = 0) -> tuple[JudgmentCache, dict]:
-    """A judgments cache holding n simulated pairwise samples per order for every item."""
+class NoBackend:
+    """A backend that was 'recorded': every judgment must come from the cache."""
+
+    model_id = "recorded"
+
+    def sampling(self):
+        return {"temperature": 1.0}
+
+    def generate(self, *args, **kwargs):
+        raise AssertionError("a replay must read every judgment from the recorded cache")
+
+
+def record_judgments(items: list[dict], n: int, path: Path, seed: int = 0) -> GenerationCache:
+    """A judgment cache holding n simulated pairwise samples per order for every item, under the keys the
+    harness draws them by (sample k with seed 0 + k)."""
     rng = random.Random(seed)
-    template, sampling = load_template("pairwise"), {"model": "recorded", "temperature": 1.0}
-    cache, keyer = JudgmentCache(), Drawer(None, None, sampling)
+    template, cache = load_template("pairwise"), GenerationCache(path, durable=False)
+    keyer, rows = CachedBackend(NoBackend(), None, progress=False), []
     for it in items:
         p = rng.choices([rng.betavariate(18, 2), rng.betavariate(6, 4), rng.betavariate(3, 7)], [0.6, 0.25, 0.15])[0]
         a, b = it["candidates"]
@@ -144,30 +157,28 @@ def record_judgments(items: list[dict], n: int, seed: int = 0) -> tuple[Judgment
         for k in range(n):
             for messages, first_better in ((ab, a_better), (ba, not a_better)):
                 d = _decision(rng, p, first_better, bias=0.05)
-                cache.put(keyer.key(messages, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>")
-    return cache, sampling
+                rows.append((keyer._key(messages, k, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>"))
+    cache.put_many(rows)
+    return cache
 
 
-class NoBackend:
-    def generate(self, *args, **kwargs):
-        raise AssertionError("a replay must read every judgment from the recorded cache")
-
-
-def replay(items, cache, sampling, voting: str, n: int, confidence: float = 1.0) -> tuple[float, int]:
+def replay(items, cache, voting: str, n: int, confidence: float = 1.0) -> tuple[float, int]:
     """(JudgeBench overall accuracy, judge calls used) for one voting rule over the recorded judgments."""
-    drawer = Drawer(NoBackend(), cache, sampling, progress=False)
-    judged = judge_items("judgebench", items, drawer, JudgeOptions(mode="pairwise", num_samples=n, voting=voting,
-                                                                  confidence=confidence))
-    return judgebench.score([j.record for j in judged])["overall"], drawer.stats.used
+    backend = CachedBackend(NoBackend(), cache, progress=False)
+    judged = judge_items("judgebench", items, backend, JudgeOptions(mode="pairwise", num_samples=n, voting=voting,
+                                                                   confidence=confidence))
+    return judgebench.score([j.record for j in judged])["overall"], backend.stats.used
 
 
 def adaptive_figures(n: int = 8, confidence: float = 0.97) -> dict[str, float]:
+    import tempfile
+
     items = judgebench_items()
-    cache, sampling = record_judgments(items, n)
-    fixed_acc, fixed_calls = replay(items, cache, sampling, "majority", n)
+    cache = record_judgments(items, n, Path(tempfile.mkdtemp()) / "recorded.sqlite")
+    fixed_acc, fixed_calls = replay(items, cache, "majority", n)
     out = {"items": len(items), "fixed_accuracy": fixed_acc, "fixed_calls": fixed_calls}
     for name, conf in (("exact", 1.0), ("confident", confidence)):
-        acc, calls = replay(items, cache, sampling, "adaptive", n, conf)
+        acc, calls = replay(items, cache, "adaptive", n, conf)
         out[f"{name}_saved"] = 1 - calls / fixed_calls
         out[f"{name}_delta"] = acc - fixed_acc
     return out

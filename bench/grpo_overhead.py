@@ -25,7 +25,7 @@ from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from patarm.data import load_pairs  # noqa: E402
-from patarm.data.rl import pairs_to_judge_rows  # noqa: E402
+from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
 from patarm.rewards import PairRewards  # noqa: E402
 from patarm.models.tiny import build_tiny_judge  # noqa: E402
 from patarm.train.grpo import PaTaRMGRPOTrainer  # noqa: E402
@@ -75,7 +75,7 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=8)
     parser.add_argument("--length", type=int, default=48)
     ns = parser.parse_args()
-    rows = pairs_to_judge_rows(load_pairs(ROOT / "patarm/assets/if_pairs_demo.jsonl").pairs, "pointwise-compact")
+    rows = pairs_to_judge_rows(load_pairs(ROOT / "patarm/demo/assets/if_pairs_demo.jsonl").pairs, "pointwise-compact")
     model_dir = tempfile.mkdtemp()
     build_tiny_judge([m["content"] for r in rows for m in r["prompt"]], model_dir, vocab_size=512,
                      hidden_size=64, num_layers=2)

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from patarm.prep.normalize import NormalizeConfig, normalize  # noqa: E402
-from patarm.teachers import OpenAITeacher  # noqa: E402
+from patarm.backends import make_backend  # noqa: E402
 
 
 def synthetic_rows(n: int):
@@ -61,12 +61,12 @@ def bench_normalize(rows: int, work: Path) -> float:
 
 def bench_teacher(latency: float, concurrency: int, requests: int, work: Path) -> float:
     """Achieved / ideal request rate against a stub server in its own process (no shared GIL)."""
-    server = subprocess.Popen([sys.executable, "-m", "patarm.teachers.stub_server", "--port", "0", "--latency",
+    server = subprocess.Popen([sys.executable, "-m", "patarm.backends.stub_server", "--port", "0", "--latency",
                                str(latency), "--max-seconds", "300"], cwd=REPO, stdout=subprocess.PIPE, text=True)
     try:
         base_url = server.stdout.readline().strip()
-        teacher = OpenAITeacher("bench", base_url, concurrency=concurrency, cache=work / "cache.sqlite",
-                                progress=False, timeout_s=30)
+        teacher = make_backend({"kind": "openai", "model": "bench", "base_url": base_url, "concurrency": concurrency,
+                                "timeout_s": 30}, cache=work / "cache.sqlite", progress=False)
         teacher.generate([[{"role": "user", "content": "warm-up"}]])  # connect once, outside the timing
         prompts = [[{"role": "user", "content": f"prompt {i}"}] for i in range(requests)]
         start = time.perf_counter()

@@ -50,7 +50,10 @@ def read_config(path: str | os.PathLike) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as err:
-        raise ConfigError(f"config file {path} is not valid YAML: {err}") from None
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"config file {path} is not valid YAML: {problem}{where}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"config file {path} must hold a YAML mapping of keys to values, got {type(data).__name__}")
     return data
@@ -111,7 +114,7 @@ class StageParser(argparse.ArgumentParser):
 
     def __init__(self, dataclass_types: Sequence[type], *, prog: str, description: str = "",
                  primary: Sequence[type] = (), common: Sequence[str] = (), show_all: bool = False):
-        super().__init__(prog=prog, description=description, add_help=False,
+        super().__init__(prog=prog, description=description, add_help=False, allow_abbrev=False,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
         from transformers import HfArgumentParser
 
@@ -227,10 +230,24 @@ def _json_or_text(text: str) -> Any:
 
 
 def _json_object(text: str) -> Any:
+    """A mapping flag: JSON (`'{"prompt": "input"}'`) or key=value pairs (`prompt=input,chosen=accepted`)."""
+    if not text.lstrip().startswith(("{", "[")) and "=" in text:
+        pairs = [part.split("=", 1) for part in text.split(",") if part.strip()]
+        if all(len(p) == 2 and p[0].strip() for p in pairs):
+            return {k.strip(): v.strip() for k, v in pairs}
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"expected a JSON object such as '{{\"key\": \"value\"}}' ({err})")
+        raise argparse.ArgumentTypeError(f"expected key=value pairs (a=b,c=d) or a JSON object such as "
+                                         f"'{{\"key\": \"value\"}}', got {text!r} ({err.msg})") from None
+
+
+def check_positive(args: Any, *names: str) -> None:
+    """Reject counts and sizes a stage cannot honour: each named field (when set) must be > 0."""
+    for name in names:
+        value = getattr(args, name)
+        if value is not None and not value > 0:
+            raise ValueError(f"--{name} must be > 0, got {value}")
 
 
 @dataclasses.dataclass

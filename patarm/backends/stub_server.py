@@ -4,7 +4,7 @@ It answers `POST /v1/chat/completions` with a canned (or caller-computed) comple
 latency, can inject faults per request (500, 429, a hang past the client's timeout, malformed or
 truncated bodies), and counts attempts and successful answers per request body, so a test can prove
 that a client repeated no finished call. Run it standalone with
-`python -m patarm.teachers.stub_server --port 8000 --latency 0.2`.
+`python -m patarm.backends.stub_server --port 8000 --latency 0.2`.
 """
 
 from __future__ import annotations

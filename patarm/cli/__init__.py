@@ -93,6 +93,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
     debug = "--debug" in argv or os.environ.get("PATARM_DEBUG") == "1"
     setup_logging()
+    if not debug:
+        from patarm.quiet import quiet_libraries
+
+        quiet_libraries()
     try:
         module = importlib.import_module(COMMANDS[command][0])
         module.main(command, [a for a in argv[1:] if a != "--debug"])

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, check_positive
 
 @dataclass
 class JudgeArguments(RunArguments):
@@ -37,6 +37,11 @@ class JudgeArguments(RunArguments):
     on_error: str = field(default="raise", metadata={"help": "malformed input rows: raise | skip (counted)",
                                                      "choices": ["raise", "skip"]})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
+
+    def __post_init__(self) -> None:
+        check_positive(self, "num_samples", "max_new_tokens", "batch_size")
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
 
 
 def _single_rows(path: str) -> list[dict] | None:
@@ -64,6 +69,7 @@ def main(command: str, argv: list[str]) -> None:
     from patarm.config import parse_stage
     from patarm.eval.pairs import judge_pairs_pairwise, judge_pairs_pointwise, summarize
     from patarm.judge import load_template, parse_judgment, render_pointwise
+    from patarm.judge.truncate import PromptFitter
     from patarm.models.settings import resolve_judge_options
 
     (args,) = parse_stage((JudgeArguments,), argv, prog="patarm judge", description=__doc__)
@@ -71,16 +77,15 @@ def main(command: str, argv: list[str]) -> None:
         raise ValueError("patarm judge: give --input (a pairs file, or jsonl rows of {prompt, response})")
     if not Path(args.input).exists():
         raise FileNotFoundError(f"--input {args.input} does not exist")
-    if args.num_samples < 1 or args.batch_size < 1:
-        raise ValueError("--num_samples and --batch_size must be >= 1")
     values, _ = resolve_judge_options(args, args.mode)
     options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
                                 batch_size=args.batch_size)
     template = load_template(values["template"], rubric_mode=values["rubric_mode"], score_range=values["score_range"])
     singles = _single_rows(args.input) if Path(args.input).is_file() else None
     backend = make_backend(args.model, options, name="judge")
+    fit = PromptFitter(backend)
     if singles is not None:
-        prompts = [render_pointwise(r["prompt"], r["response"], template, domain=r.get("domain")) for r in singles]
+        prompts = [fit(render_pointwise(r["prompt"], r["response"], template, domain=r.get("domain"))) for r in singles]
         outputs = backend.generate(prompts, num_samples=args.num_samples, seed=args.seed)
         records = [{"id": r.get("id", i), "judgments": [parse_judgment(t, template).to_dict() for t in outs]}
                    for i, (r, outs) in enumerate(zip(singles, outputs))]
@@ -91,10 +96,11 @@ def main(command: str, argv: list[str]) -> None:
         if not pairs:
             raise ValueError(f"{args.input}: no preference pairs to judge")
         if args.mode == "pointwise":
-            records = judge_pairs_pointwise(pairs, backend, template, args.num_samples, args.margin, seed=args.seed)
+            records = judge_pairs_pointwise(pairs, backend, template, args.num_samples, args.margin, seed=args.seed,
+                                            fit=fit)
         else:
-            records = judge_pairs_pairwise(pairs, backend, template, args.num_samples, seed=args.seed)
-        print(json.dumps(summarize(records)), file=sys.stderr)
+            records = judge_pairs_pairwise(pairs, backend, template, args.num_samples, seed=args.seed, fit=fit)
+        print(json.dumps({**summarize(records), "truncated_prompts": fit.truncated}), file=sys.stderr)
     fh = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
     try:
         for record in records:

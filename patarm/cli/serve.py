@@ -76,16 +76,6 @@ def read_token(token_env: str | None, token_file: str | None) -> str | None:
     return None
 
 
-def check_model(model: str) -> None:
-    """A spec that names a local folder must exist (hub ids such as `org/name` are left to transformers)."""
-    from patarm.models import looks_like_path, parse_tiny_spec
-
-    if parse_tiny_spec(model) is not None:
-        return
-    if looks_like_path(model) and not os.path.isdir(model):
-        raise FileNotFoundError(f"--model {model}: no such folder (give a saved judge folder, a model spec or `tiny`)")
-
-
 def main(command: str, argv: list[str]) -> None:
     from patarm.config import parse_stage
     from patarm.models.settings import resolve_judge_options
@@ -93,7 +83,6 @@ def main(command: str, argv: list[str]) -> None:
 
     (args,) = parse_stage((ServeArguments,), argv, prog="patarm serve", description=__doc__)
     token = read_token(args.token_env, args.token_file)
-    check_model(args.model)
     if not is_loopback(args.host) and token is None:
         logging.getLogger("patarm.serve").warning(
             "listening on %s without a token: anyone who can reach it can use the judge (pass --token_env or "

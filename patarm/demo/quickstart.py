@@ -83,35 +83,35 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     sft_pairs, rl_pool = pairs[:sizes.sft_pairs], pairs[sizes.sft_pairs:sizes.sft_pairs + sizes.rl_pool]
     heldout = pairs[sizes.sft_pairs + sizes.rl_pool:]
     write_pairs(heldout, out / "prep" / "heldout" / "pairs.jsonl")
-    logger.info("task: %d SFT pairs, %d RL-pool pairs, %d held-out pairs", len(sft_pairs), len(rl_pool), len(heldout))
+    logger.info("%5.0fs  task: %d SFT pairs, %d RL-pool pairs, %d held-out pairs", time.time() - t0, len(sft_pairs), len(rl_pool), len(heldout))
 
     rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed=seed), TEMPLATE, min_margin=2.0)
     kept_ids = {r["pair_id"] for r in rows}
     _write_step(out, "pointwise", manifest, {"sft.jsonl": rows, "pairs.jsonl": [p for p in sft_pairs if p.id in kept_ids]})
-    logger.info("pointwise SFT corpus: %d rows (%s)", len(rows), manifest.to_dict()["dropped"] or "nothing dropped")
+    logger.info("%5.0fs  pointwise SFT corpus: %d rows (%s)", time.time() - t0, len(rows), manifest.to_dict()["dropped"] or "nothing dropped")
 
     texts = [m["content"] for r in rows for m in r["messages"]]
     build_tiny_judge(texts, out / "base", vocab_size=1024, seed=seed, hidden_size=sizes.hidden,
                      num_layers=sizes.layers, num_heads=4, num_kv_heads=2, intermediate_size=3 * sizes.hidden)
     greedy = GenerationOptions(max_new_tokens=48, temperature=0.0, batch_size=64)
     stages = {"base": _evaluate(out / "base", heldout, greedy)}
-    logger.info("base judge: %s", _brief(stages["base"]))
+    logger.info("%5.0fs  base judge: %s", time.time() - t0, _brief(stages["base"]))
 
     from patarm.train import sft as sft_stage
     sft_stage.train(*_stage_args("sft", out, ["--model_name_or_path", str(out / "base"), "--seed", str(seed)]))
     stages["sft"] = _evaluate(out / "sft", heldout, greedy)
-    logger.info("SFT judge: %s", _brief(stages["sft"]))
+    logger.info("%5.0fs  SFT judge: %s", time.time() - t0, _brief(stages["sft"]))
 
     sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=48, temperature=1.0, batch_size=128),
                            progress=False)
     kept, rl_manifest = rl_set(rl_pool, sampler, TEMPLATE, n=8, low=sizes.rl_keep[0], high=sizes.rl_keep[1], seed=seed)
     _write_step(out, "rl", rl_manifest, {"pairs.jsonl": kept})
-    logger.info("RL set: kept %d of %d pairs (%s)", len(kept), len(rl_pool), dict(rl_manifest.dropped))
+    logger.info("%5.0fs  RL set: kept %d of %d pairs (%s)", time.time() - t0, len(kept), len(rl_pool), dict(rl_manifest.dropped))
 
     from patarm.train import grpo as grpo_stage
     grpo_stage.train(*_stage_args("grpo", out, ["--seed", str(seed), "--max_steps", str(sizes.grpo_steps)]))
     stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
-    logger.info("GRPO judge: %s", _brief(stages["grpo"]))
+    logger.info("%5.0fs  GRPO judge: %s", time.time() - t0, _brief(stages["grpo"]))
 
     from patarm.export import export
     export(out / "grpo", out / "export", eval_results={k: v for k, v in stages.items()}, overwrite=True)

@@ -19,6 +19,7 @@ from patarm.eval import registry
 from patarm.backends.cache import CachedBackend, CacheStats
 from patarm.eval.judging import JudgeOptions, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
+from patarm.judge.truncate import PromptFitter
 
 
 def group_key(item: dict) -> str:
@@ -37,12 +38,13 @@ def limit_items(items: list[dict], limit: int | None) -> list[dict]:
     return interleaved[:limit]
 
 
-def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list:
-    """Judge `items` of the benchmark `bench_name` (see `patarm.eval.judging`)."""
+def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+                fit: Any = None) -> list:
+    """Judge `items` of the benchmark `bench_name` (see `patarm.eval.judging`); `fit` shortens prompts."""
     bench = registry.get(bench_name)
     check_options(bench, items, opts)
     judge = judge_pairwise if opts.mode == "pairwise" else judge_pointwise
-    return judge(bench, items, backend, opts)
+    return judge(bench, items, backend, opts, fit or (lambda messages: messages))
 
 
 def _count_outputs(judged: list, mode: str) -> tuple[int, int]:
@@ -81,11 +83,13 @@ def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, op
     check_tie_policy(tie_policy)
     backend.desc, backend.stats = bench_name, CacheStats()  # this benchmark's own counts
     start = time.perf_counter()
-    judged = judge_items(bench_name, items, backend, opts)
+    fit = PromptFitter(backend)  # every prompt fits the window with room for the judgment, counted
+    judged = judge_items(bench_name, items, backend, opts, fit)
     records = [j.record for j in judged]
     metrics = bench.score(records, tie_policy=tie_policy)
     result = {"benchmark": bench_name, "headline": bench.headline(metrics), "metrics": metrics,
               "run": {**run_info(judged, opts, backend, items, bench), "tie_policy": tie_policy,
+                      "truncated_prompts": fit.truncated, "prompts_over_window": fit.too_long,
                       "seconds": round(time.perf_counter() - start, 3)}}
     bench_dir = Path(out_dir) / bench_name
     bench_dir.mkdir(parents=True, exist_ok=True)

@@ -93,10 +93,12 @@ def _count(decisions: list[str | None]) -> tuple[int, int]:
     return sum(d == A for d in decisions), sum(d == B for d in decisions)
 
 
-def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list[Judged]:
-    """Score every candidate of every item; build records by the voting rule."""
+def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+                    fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
+    """Score every candidate of every item; build records by the voting rule. `fit` shortens a rendered
+    prompt to the judge's window (`patarm.judge.truncate.PromptFitter`)."""
     template = load_template(opts.template or "pointwise", rubric_mode=opts.rubric_mode)
-    prompts = [[render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain")) for c in it["candidates"]]
+    prompts = [[fit(render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain"))) for c in it["candidates"]]
                for it in items]
     js: list[list[list[Judgment]]] = [[[] for _ in p] for p in prompts]
     n = opts.num_samples
@@ -153,7 +155,8 @@ def win_counts(per_candidate: list[list[float | None]]) -> list[float]:
     return wins
 
 
-def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions) -> list[Judged]:
+def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+                   fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
     """Judge every comparison of every item in both presentation orders; votes decide."""
     template = load_template(opts.template or "pairwise", rubric_mode=opts.rubric_mode)
     units = [(i, c) for i, it in enumerate(items) for c in bench.comparisons(it)]
@@ -161,8 +164,8 @@ def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend,
     for i, (x, y) in units:
         it, cand = items[i], items[i]["candidates"]
         dom = it.get("judge_domain")
-        prompts[(i, (x, y))] = (render_pairwise(it["prompt"], cand[x], cand[y], template, domain=dom),
-                                render_pairwise(it["prompt"], cand[y], cand[x], template, domain=dom))
+        prompts[(i, (x, y))] = (fit(render_pairwise(it["prompt"], cand[x], cand[y], template, domain=dom)),
+                                fit(render_pairwise(it["prompt"], cand[y], cand[x], template, domain=dom)))
     js: dict[Any, tuple[list[Judgment], list[Judgment]]] = {u: ([], []) for u in units}
     n = opts.num_samples
 

@@ -5,7 +5,7 @@ response wins when its mean score is strictly higher); or pairwise in both prese
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from patarm.data.schema import PreferencePair
 from patarm.judge import JudgeTemplate, load_template, parse_judgment, render_pairwise, render_pointwise
@@ -19,10 +19,12 @@ def _mean(scores: Sequence[float | None]) -> float | None:
 
 
 def judge_pairs_pointwise(pairs: Sequence[PreferencePair], backend: Any, template: JudgeTemplate | str | None = None,
-                          num_samples: int = 1, margin: Any = "graded", seed: int | None = None) -> list[dict]:
-    """Score both sides of every pair with `num_samples` rollouts each; one record per pair."""
+                          num_samples: int = 1, margin: Any = "graded", seed: int | None = None,
+                          fit: Callable[[Any], Any] = lambda m: m) -> list[dict]:
+    """Score both sides of every pair with `num_samples` rollouts each; one record per pair. `fit` shortens a
+    prompt to the judge's window (`patarm.judge.truncate.PromptFitter`)."""
     template = load_template(template or "pointwise")
-    prompts = [render_pointwise(p.prompt, getattr(p, side), template, domain=p.domain)
+    prompts = [fit(render_pointwise(p.prompt, getattr(p, side), template, domain=p.domain))
                for p in pairs for side in ("chosen", "rejected")]
     outputs = backend.generate(prompts, num_samples=num_samples, seed=seed)
     records = []
@@ -45,13 +47,14 @@ def judge_pairs_pointwise(pairs: Sequence[PreferencePair], backend: Any, templat
 
 
 def judge_pairs_pairwise(pairs: Sequence[PreferencePair], backend: Any, template: JudgeTemplate | str | None = None,
-                         num_samples: int = 1, seed: int | None = None) -> list[dict]:
+                         num_samples: int = 1, seed: int | None = None,
+                         fit: Callable[[Any], Any] = lambda m: m) -> list[dict]:
     """A/B decisions in both presentation orders; the chosen response is A in the first order."""
     template = load_template(template or "pairwise")
     prompts = []
     for p in pairs:
-        prompts.append(render_pairwise(p.prompt, p.chosen, p.rejected, template, domain=p.domain))
-        prompts.append(render_pairwise(p.prompt, p.rejected, p.chosen, template, domain=p.domain))
+        prompts.append(fit(render_pairwise(p.prompt, p.chosen, p.rejected, template, domain=p.domain)))
+        prompts.append(fit(render_pairwise(p.prompt, p.rejected, p.chosen, template, domain=p.domain)))
     outputs = backend.generate(prompts, num_samples=num_samples, seed=seed)
     records = []
     for k, pair in enumerate(pairs):

@@ -21,4 +21,8 @@ def get(name: str) -> ModuleType:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise ValueError(f"unknown benchmark {name!r}; known: {sorted(BENCHMARKS)}") from None
+        import difflib
+
+        match = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
+        hint = f" (did you mean {match[0]!r}?)" if match else ""
+        raise ValueError(f"unknown benchmark {name!r}{hint}; known: {sorted(BENCHMARKS)}") from None

@@ -4,6 +4,8 @@ Plots (matplotlib, Agg backend, written beside each benchmark's samples): ``subs
 per-domain bars), ``scores.png`` (histogram of the scores given to the preferred vs the other response,
 pointwise runs) and a benchmark's own plots (`report_plots` in its module, e.g. RM-Bench's 3x3 matrix).
 What to plot per benchmark comes from its module (`report_bars`, `report_scores`): no benchmark names here.
+Every number comes with what explains it: the share of judgments that were valid, how many prompts were
+truncated, and — when a score is low because the judge's outputs could not be parsed — a sentence saying so.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from patarm.eval import registry
+
 
 def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
     """{"chat": {"hard": 1}} → {"chat.hard": 1}: one row per number for tables."""
@@ -54,34 +57,70 @@ def _read_samples(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
+def validity(run: dict[str, Any]) -> str:
+    """'93.0% of 120 judgments valid, 4 prompts truncated' for a benchmark's run info."""
+    text = f"{100 - run.get('invalid_rate', 0.0):.1f}% of {run.get('judge_calls', 0)} judgments valid"
+    if run.get("truncated_prompts"):
+        text += f", {run['truncated_prompts']} prompts truncated to fit the judge's window"
+    if run.get("prompts_over_window"):
+        text += f" ({run['prompts_over_window']} still too long)"
+    return text
+
+
+def explain(result: dict[str, Any]) -> str | None:
+    """A sentence when the headline is low because the judge's outputs could not be parsed."""
+    run = result.get("run", {})
+    invalid = run.get("invalid_rate", 0.0)
+    if invalid >= 50:
+        return (f"{invalid:.0f}% of the judgments could not be parsed (no valid score or decision), and those count as "
+                "wrong or as ties: the headline measures the output format as much as the judging. Check the template "
+                "(--template) and the judgment length (--max_new_tokens) against what the judge was trained with.")
+    return None
+
+
+def _setting(run: dict[str, Any]) -> str:
+    """What a run was: its judge, template, judgment length and size, for titles."""
+    model = Path(str(run.get("model", "?"))).name or run.get("model")
+    return (f"{model}, {run.get('template') or 'default'} template, {run.get('max_new_tokens')} new tokens, "
+            f"{run.get('mode')} {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items")
+
+
 def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], out_dir: Path,
-                   tie_policy: str | None = None) -> list[Path]:
+                   tie_policy: str | None = None, run: dict[str, Any] | None = None) -> list[Path]:
     """Write this benchmark's PNG plots into `out_dir`; returns their paths."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only: no display on servers and CI
     import matplotlib.pyplot as plt
 
-    bench = registry.get(name)
+    bench, run = registry.get(name), run or {}
     written = []
-    bars = bench.report_bars(metrics)
+    bars = {k: v for k, v in bench.report_bars(metrics).items() if k not in ("overall", "score", "avg")}
+    headline = bench.headline(metrics)
     if bars:
-        fig, ax = plt.subplots(figsize=(max(4.0, 0.45 * len(bars) + 2), 3.5))
-        ax.bar(list(bars), list(bars.values()), color="#4C72B0")
-        ax.set_ylim(0, 100)
+        fig, ax = plt.subplots(figsize=(max(5.0, 0.5 * len(bars) + 2.5), 3.8))
+        drawn = ax.bar(list(bars), list(bars.values()), color="#4C72B0")
+        ax.bar_label(drawn, fmt="%.1f", fontsize=7)
+        if headline is not None:  # the headline is the benchmark's own aggregate, not one more subset
+            ax.axhline(headline, color="black", linestyle="--", linewidth=1, label=f"headline {headline:.1f}")
+            ax.legend(fontsize=7, loc="upper right")
+        ax.set_ylim(0, 105)
         ax.set_ylabel("accuracy (%)")
-        ax.set_title(f"{name}: per subset")
+        ax.set_title(f"{name} per subset ({validity(run)})\n{_setting(run)}", fontsize=8)
         ax.tick_params(axis="x", rotation=60, labelsize=8)
         written.append(_save(fig, out_dir / "subsets.png"))
-    good, bad = (list(filter(lambda x: x is not None, side)) for side in bench.report_scores(records))
+    sides = [list(side) for side in bench.report_scores(records)]
+    good, bad = ([x for x in side if x is not None] for side in sides)
     if good or bad:
-        fig, ax = plt.subplots(figsize=(5, 3.5))
-        ax.hist([good, bad], bins=20, label=["preferred (chosen / correct)", "other (rejected)"],
-                color=["#55A868", "#C44E52"])
+        total = sum(len(side) for side in sides)
+        fig, ax = plt.subplots(figsize=(5.5, 3.8))
+        ax.hist([good, bad], bins=20, label=[f"preferred (chosen / correct): {len(good)}",
+                                             f"other (rejected): {len(bad)}"], color=["#55A868", "#C44E52"])
         ax.set_xlabel("judge score")
         ax.set_ylabel("responses")
-        ax.set_title(f"{name}: score distributions")
-        ax.legend(fontsize=8)
+        ax.set_title(f"{name}: scores of the {len(good) + len(bad)} of {total} judged responses with a valid "
+                     f"score\n{_setting(run)}", fontsize=8)
+        ax.legend(fontsize=7)
         written.append(_save(fig, out_dir / "scores.png"))
     if hasattr(bench, "report_plots"):  # a benchmark's own plots (RM-Bench's style matrix)
         written += bench.report_plots(records, out_dir, tie_policy, plt)
@@ -104,13 +143,17 @@ def write_report(run_dir: str | Path, plots: bool = True) -> Path:
     lines = [f"# Eval report: {run_dir.name}", ""]
     for name, result in results.items():
         run = result.get("run", {})
-        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** — mode {run.get('mode')}, "
-                  f"voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
-                  f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n)", ""]
+        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** — {validity(run)}; mode "
+                  f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
+                  f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
+                  f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
+                  ""]
+        if note := explain(result):
+            lines += [f"**Note:** {note}", ""]
         lines += [markdown_table({name: flatten(result["metrics"])}), ""]
         if plots:
             records = _read_samples(run_dir / name / "samples.jsonl")
-            for path in plot_benchmark(name, result["metrics"], records, run_dir / name, run.get("tie_policy")):
+            for path in plot_benchmark(name, result["metrics"], records, run_dir / name, run.get("tie_policy"), run):
                 lines += [f"![{path.stem}]({name}/{path.name})", ""]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -137,15 +180,26 @@ def plot_compare(run_dirs: Sequence[str | Path], path: str | Path) -> Path:
     runs = _load_runs(run_dirs)
     names = [b for b in registry.BENCHMARKS if any(b in r for r in runs.values())]
     width = 0.8 / max(len(runs), 1)
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.6 * len(names) + 1), 3.5))
+    fig, ax = plt.subplots(figsize=(max(6.0, 2.0 * len(names) + 2), 4.2))
     for k, (label, run) in enumerate(runs.items()):
         values = [(run.get(b) or {}).get("headline") or 0.0 for b in names]
-        ax.bar([i + k * width for i in range(len(names))], values, width, label=label)
+        drawn = ax.bar([i + k * width for i in range(len(names))], values, width, label=f"{label}: {_run_label(run)}")
+        ax.bar_label(drawn, fmt="%.1f", fontsize=7)
     ax.set_xticks([i + width * (len(runs) - 1) / 2 for i in range(len(names))], names)
-    ax.set_ylim(0, 100)
+    ax.set_ylim(0, 105)
     ax.set_ylabel("headline score (%)")
-    ax.legend(fontsize=8)
+    ax.set_title(f"{len(runs)} eval runs compared: headline per benchmark", fontsize=9)
+    ax.legend(fontsize=6, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=1)
     return _save(fig, Path(path))
+
+
+def _run_label(run: dict[str, Any]) -> str:
+    """How one eval run differs from another: judge, template, judgment length, share of valid judgments."""
+    infos = [r.get("run", {}) for r in run.values()]
+    first = infos[0] if infos else {}
+    valid = [100 - i.get("invalid_rate", 0.0) for i in infos]
+    return (f"{Path(str(first.get('model', '?'))).name}, template {first.get('template') or 'default'}, "
+            f"{first.get('max_new_tokens')} new tokens, {min(valid):.0f}-{max(valid):.0f}% valid" if valid else "")
 
 
 def compare(run_dirs: Sequence[str | Path]) -> str:
@@ -170,14 +224,9 @@ def console_summary(results: dict[str, Any], output: str | Path) -> str:
     lines = []
     for name, result in results.items():
         run = result.get("run", {})
-        invalid = run.get("invalid_rate", 0.0)
-        line = (f"{name}: {_fmt(result.get('headline'))}  ({run.get('items')} items, "
-                f"{100 - invalid:.1f}% of {run.get('judge_calls')} judgments valid")
-        if run.get("truncated_prompts"):
-            line += f", {run['truncated_prompts']} prompts truncated"
-        line += ")"
-        if invalid >= 50:
-            line += f"\n  note: {invalid:.0f}% of the judgments could not be parsed; they count as wrong/ties"
+        line = f"{name}: {_fmt(result.get('headline'))}  ({run.get('items')} items, {validity(run)})"
+        if note := explain(result):
+            line += f"\n  note: {note}"
         lines.append(line)
     lines.append(f"report: {Path(output) / 'report.md'}")
     return "\n".join(lines)

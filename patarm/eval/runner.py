@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, check_positive
 from patarm.eval import registry
 from patarm.eval.records import TIE_POLICIES, read_samples
 from patarm.eval.voting import VOTING_RULES
@@ -48,6 +48,13 @@ class EvalArguments(RunArguments):
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
     plots: bool = field(default=True, metadata={"help": "write PNG plots beside report.md"})
 
+    def __post_init__(self) -> None:
+        check_positive(self, "num_samples", "limit", "max_new_tokens", "batch_size", "top_p", "adaptive_confidence")
+        if self.adaptive_confidence > 1 or self.top_p > 1:
+            raise ValueError("--adaptive_confidence and --top_p are at most 1")
+        if self.temperature is not None and self.temperature < 0:
+            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+
 
 def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
     """Map each benchmark to its local data path (None: the hub) from NAME=PATH or positional values."""
@@ -80,16 +87,18 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
     from patarm.eval.harness import limit_items, run_benchmark
     from patarm.eval.judging import JudgeOptions
     from patarm.eval.report import write_report
+    from patarm.judge import load_template
     from patarm.models.settings import resolve_judge_options
 
     if not args.benchmark:
         raise ValueError(f"give --benchmark: one or more of {sorted(registry.BENCHMARKS)}")
     for name in args.benchmark:
         registry.get(name)
+    values, _ = resolve_judge_options(args, args.mode)
+    load_template(values["template"], rubric_mode=values["rubric_mode"])  # a wrong template fails before any work
     out = Path(args.output)
     paths = data_paths(args.benchmark, args.data)
     items = {b: limit_items(registry.get(b).load(paths[b]), args.limit) for b in args.benchmark}  # fail early
-    values, _ = resolve_judge_options(args, args.mode)
     gen = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
                             top_p=args.top_p, batch_size=args.batch_size)
     out.mkdir(parents=True, exist_ok=True)

@@ -67,11 +67,17 @@ def resolve_model(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.
     converted = resolve_gguf_spec(spec)
     if converted is not None:
         return str(converted)
-    if not Path(spec).exists() and looks_like_path(spec):
+    check_model(spec)
+    return spec
+
+
+def check_model(spec: str) -> None:
+    """Fail early, with a clear message, when `spec` can only be a local folder and there is none."""
+    if parse_tiny_spec(spec) is None and not spec.startswith(("http://", "https://", "vllm:", "gguf:")) \
+            and not spec.endswith(".gguf") and not Path(spec).exists() and looks_like_path(spec):
         raise FileNotFoundError(f"model {spec!r}: no such folder. Give the folder of a saved judge (e.g. the output of "
                                 "`patarm sft`/`grpo`/`export`), a hub id such as Qwen/Qwen3-8B, or a spec such as tiny "
                                 "or smollm2")
-    return spec
 
 
 def looks_like_path(spec: str) -> bool:

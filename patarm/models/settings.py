@@ -31,7 +31,7 @@ def judge_settings(model: str | Path) -> dict[str, Any]:
         "template": data.get("judge_template"),
         "rubric_mode": data.get("rubric_mode"),
         "score_range": data.get("score_range"),
-        "max_new_tokens": training.get("max_completion_length"),
+        "max_new_tokens": training.get("max_completion_length") or data.get("max_judgment_tokens"),
     }
     return {k: v for k, v in settings.items() if v is not None}
 
@@ -40,6 +40,9 @@ def resolve_judge_options(args: Any, default_template: str) -> tuple[dict[str, A
     """Template, rubric mode, score range, judgment length and temperature for judging with `args.model`:
     flags first, then what the judge was trained with, then defaults. Returns the values and where each
     came from (logged, so a run says why it used what it used)."""
+    from patarm.models import check_model
+
+    check_model(args.model)
     trained = judge_settings(args.model)
     values, sources = {}, {}
     for key, fallback in (("template", default_template), ("rubric_mode", "adaptive"), ("score_range", None),

@@ -58,9 +58,17 @@ def pairs_path(source: str | os.PathLike) -> Path:
     return path / PAIRS_FILE if path.is_dir() else path
 
 
-def read_pairs(source: str | os.PathLike) -> list[PreferencePair]:
-    """The pairs of a previous step (its directory or a pairs.jsonl), validated on the way in."""
-    return load_pairs(pairs_path(source), format="canonical", on_error="raise").pairs
+def read_pairs(source: str | os.PathLike, allow_empty: bool = False) -> list[PreferencePair]:
+    """The pairs of a previous step (its directory or a pairs.jsonl), validated on the way in. No pairs at
+    all is an error (an upstream step kept nothing, or the wrong folder was named) unless `allow_empty`."""
+    path = pairs_path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: name a previous step's folder or a pairs.jsonl file")
+    pairs = load_pairs(path, format="canonical", on_error="raise").pairs
+    if not pairs and not allow_empty:
+        raise ValueError(f"{path} holds no pairs: the step that wrote it kept nothing (see its manifest.json), "
+                         "or this is the wrong input")
+    return pairs
 
 
 class Timer:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, check_positive
 from patarm.io import DataError, iter_jsonl
 from patarm.judge.judgment import EvidenceItem
 from patarm.skills.package import Skill
@@ -40,6 +40,9 @@ class BonArguments(RunArguments):
                                "mount a cross-fitted calibration table of source accuracies (other folds' labels)"})
     limit: int | None = field(default=None, metadata={"help": "only the first N items"})
     max_new_tokens: int = field(default=256, metadata={"help": "judgment length limit of the judge model"})
+
+    def __post_init__(self) -> None:
+        check_positive(self, "limit", "max_new_tokens")
 
 
 @dataclass
@@ -171,8 +174,6 @@ def run_bon(args: BonArguments) -> dict[str, Any]:
 
     if not args.pool:
         raise ValueError("give --pool: a jsonl pool of items with candidates")
-    if args.limit is not None and args.limit < 1:
-        raise ValueError(f"--limit must be >= 1, got {args.limit}")
     skill = find_skill(args.skill)
     items = load_pool(args.pool, args.limit)
     if not items:

@@ -35,9 +35,13 @@ def stage_types(stage: str) -> tuple[type, ...]:
 
 def stage_defaults(stage: str) -> dict[str, Any]:
     """Where a stage writes, and where GRPO starts, inside the run folder."""
-    defaults = {"output_dir": "{run_dir}/" + stage}
+    defaults: dict[str, Any] = {"output_dir": "{run_dir}/" + stage}
     if stage == "grpo":
         defaults["model_name_or_path"] = "{run_dir}/sft"
+    import torch
+
+    if not torch.cuda.is_available():  # TRL's defaults (bf16 on) refuse a machine without a GPU: make it work
+        defaults.update(bf16=False, use_cpu=True)
     return defaults
 
 

@@ -50,7 +50,7 @@ def _load_scalar_model(spec: str, texts: list[str], seed: int, output_dir: str):
 
 
 def train(data: BTDataArguments, args: RewardConfig, model_args: ModelConfig) -> PaTaRMRewardTrainer:
-    setup_logging(args.report_to)
+    setup_logging(args)
     pairs = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs
     rows = preference_rows(pairs)
     texts = [p.question for p in pairs] + [p.chosen for p in pairs] + [p.rejected for p in pairs]

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from transformers import TrainerCallback
+from transformers.trainer_callback import ProgressCallback
 
 from patarm.io import append_jsonl, write_json, write_jsonl
 from patarm.models.settings import RUN_CONFIG_FILE
@@ -28,10 +29,13 @@ def load_model(model_args: Any, texts: Iterable[str], seed: int, output_dir: str
                           dtype=model_args.dtype)
 
 
-def setup_logging(report_to: Any) -> None:
-    """wandb runs offline when no API key is configured, instead of failing or prompting."""
-    targets = [report_to] if isinstance(report_to, str) else list(report_to or [])
+def setup_logging(args: Any) -> None:
+    """Trackers write under the run's output folder (not the working directory), and wandb runs offline
+    when no API key is configured, instead of failing or prompting."""
+    targets = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
     if "wandb" in targets or "all" in targets:
+        os.environ.setdefault("WANDB_DIR", str(args.output_dir))
+        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
         if not os.environ.get("WANDB_API_KEY") and not (Path.home() / ".netrc").exists():
             os.environ.setdefault("WANDB_MODE", "offline")
 
@@ -86,6 +90,17 @@ class JsonlMetricsCallback(TrainerCallback):
             append_jsonl({"step": state.global_step, **logs}, Path(args.output_dir) / "metrics.jsonl")
 
 
+class QuietProgressCallback(ProgressCallback):
+    """The training progress bar without the metrics dict it prints at every log step (those go to
+    metrics.jsonl and the trackers); the bar shows the latest loss instead."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if state.is_world_process_zero and self.training_bar is not None and logs:
+            shown = {k: logs[k] for k in ("loss", "reward", "par/pair_accuracy") if k in logs}
+            if shown:
+                self.training_bar.set_postfix({k.split("/")[-1]: f"{v:.3g}" for k, v in shown.items()}, refresh=False)
+
+
 def write_run_config(output_dir: str, stage: str, data: Any, args: Any, model_args: Any, trainer: Any) -> None:
     """`patarm_config.json` beside the saved judge: what `patarm export` puts in the model card."""
     if not trainer.accelerator.is_main_process:
@@ -100,6 +115,9 @@ def write_run_config(output_dir: str, stage: str, data: Any, args: Any, model_ar
 def train_and_save(trainer: Any, stage: str, data: Any, args: Any, model_args: Any) -> Any:
     """The tail every stage shares: train (resuming from the newest complete checkpoint when asked),
     save the model, and write `patarm_config.json` beside it."""
+    if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(QuietProgressCallback)
     trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
     trainer.save_model(args.output_dir)
     write_run_config(args.output_dir, stage, data, args, model_args, trainer)

@@ -23,7 +23,7 @@ from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save
-from patarm.train.truncate import truncate_judge_rows
+from patarm.judge.truncate import truncate_judge_rows
 
 logger = logging.getLogger(__name__)
 
@@ -124,7 +124,7 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
 
 def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
-    setup_logging(args.report_to)
+    setup_logging(args)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
     rows, manifest = judge_rows(data)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them

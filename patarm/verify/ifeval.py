@@ -94,8 +94,9 @@ def evaluate(input_path: str | Path, responses_path: str | Path, nltk_data: str 
              ) -> tuple[dict[str, float], list[PromptResult]]:
     """Score a responses file (``{"prompt", "response"}`` lines) against IFEval's input_data.jsonl.
 
-    Every input prompt needs a response, as in the official evaluation; responses for prompts that
-    are not in the input are an error too (a mismatched file).
+    The official evaluation answers all 541 prompts; a file answering only some is scored over those
+    (the summary says how many: `prompts_scored`, `prompts_without_response`). Responses to prompts that
+    are not in the input are an error (a mismatched file), as is a file answering none.
     """
     _use_nltk_data(nltk_data)
     rows = read_jsonl(input_path)
@@ -107,8 +108,8 @@ def evaluate(input_path: str | Path, responses_path: str | Path, nltk_data: str 
     prompts = {row["prompt"] for row in rows}
     missing = [row["key"] for row in rows if row["prompt"] not in responses]
     extra = len(set(responses) - prompts)
-    if missing or extra:
+    if extra or len(missing) == len(rows):
         raise ValueError(f"responses do not match the input: {len(missing)} prompts without a response "
                          f"(keys {missing[:5]}), {extra} responses to unknown prompts")
-    results = [check_response(row, responses[row["prompt"]]) for row in rows]
-    return summarize(results), results
+    results = [check_response(row, responses[row["prompt"]]) for row in rows if row["prompt"] in responses]
+    return {**summarize(results), "prompts_scored": len(results), "prompts_without_response": len(missing)}, results

@@ -70,3 +70,35 @@ def verify_many(pairs: Iterable[tuple[str, str]], workers: int = 1) -> list[bool
         return [_verify_pair(p) for p in pairs]
     with ProcessPoolExecutor(workers) as pool:
         return list(pool.map(_verify_pair, pairs, chunksize=64))
+
+
+def load_math_rows(path: str) -> list[dict]:
+    """(gold, answer) rows to check, from a JSON-lines file in either layout:
+
+    - one answer per row: `{"gold", "answer" | "solution", "is_correct"?}`;
+    - a best-of-N pool (GSM8K `example_model_solutions.jsonl`): `{"ground_truth" | "gold", <source>: {"solution",
+      "is_correct"}, ...}`, one row per source.
+    A row in neither layout is an error naming the file, the line and what is missing."""
+    from patarm.io import DataError, iter_jsonl
+
+    out = []
+    for index, row in iter_jsonl(path):
+        if isinstance(row, DataError):
+            raise row
+        gold = row.get("gold", row.get("ground_truth")) if isinstance(row, dict) else None
+        if not isinstance(gold, str):
+            raise DataError(path, index, "gold", "missing_field", "a math row needs the reference answer as 'gold' "
+                            "(or 'ground_truth', as in the GSM8K pool)")
+        sources = {k: v for k, v in row.items() if isinstance(v, dict) and isinstance(v.get("solution"), str)}
+        if sources:
+            out += [{"gold": gold, "answer": v["solution"], "is_correct": v.get("is_correct"), "source": k}
+                    for k, v in sources.items()]
+            continue
+        answer = row.get("answer", row.get("solution"))
+        if not isinstance(answer, str):
+            raise DataError(path, index, "answer", "missing_field", "a math row needs 'answer' (or 'solution') text, "
+                            "or per-source {solution, is_correct} objects")
+        out.append({"gold": gold, "answer": answer, "is_correct": row.get("is_correct"), "source": None})
+    if not out:
+        raise ValueError(f"{path}: no rows to check")
+    return out

@@ -12,7 +12,7 @@ from patarm.data.schema import DataError
 from patarm.judge import load_template
 from patarm.models.tiny import build_tiny_judge
 from patarm.train.sft import load_sft_rows
-from patarm.train.truncate import MARKER, truncate_judge_rows
+from patarm.judge.truncate import MARKER, truncate_judge_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = DEMO_PAIRS

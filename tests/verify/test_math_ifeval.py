@@ -65,11 +65,19 @@ def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
     argv = ["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(responses)]
     verify_main(argv)
     first = json.loads(capsys.readouterr().out)
-    assert set(first) == {"prompt_strict", "inst_strict", "prompt_loose", "inst_loose"}
+    assert set(first) == {"prompt_strict", "inst_strict", "prompt_loose", "inst_loose", "prompts_scored",
+                          "prompts_without_response"}
+    assert (first["prompts_scored"], first["prompts_without_response"]) == (541, 0)
     assert 0 < first["prompt_strict"] <= first["prompt_loose"] < 50  # half the responses are empty
     assert first["inst_strict"] <= first["inst_loose"]
     verify_main(argv)
     assert json.loads(capsys.readouterr().out) == first  # seeded: reproducible
+    with responses.open("w") as fh:  # a partial file is scored over the prompts it answers, and says so
+        for row in ifeval_rows[:10]:
+            fh.write(json.dumps({"prompt": row["prompt"], "response": row["prompt"].lower()}) + "\n")
+    verify_main(argv)
+    partial = json.loads(capsys.readouterr().out)
+    assert (partial["prompts_scored"], partial["prompts_without_response"]) == (10, 531)
     responses.write_text("")
     with pytest.raises(SystemExit) as exc:  # one line on stderr, exit status 2
         verify_main(argv)
@@ -78,3 +86,19 @@ def test_ifeval_cli_on_real_inputs(bench, ifeval_rows, tmp_path, capsys):
 
 def verify_main(argv: list[str]) -> None:
     run_cli("verify", *argv)
+
+
+def test_math_cli_reads_the_gsm8k_pool_layout(bench, tmp_path, capsys):
+    """The README's `patarm verify math --input example_model_solutions.jsonl`: one check per source solution."""
+    pool = tmp_path / "pool.jsonl"
+    with open(bench / "gsm8k" / "example_model_solutions.jsonl") as src:
+        pool.write_text("".join(next(src) for _ in range(5)))
+    verify_main(["math", "--input", str(pool)])
+    out = json.loads(capsys.readouterr().out)
+    assert out["n"] == 20 and out["agreement_pct"] == 100.0 and set(out["correct_pct_by_source"]) == set(SOURCES)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"question": "q", "6b_finetuning": {"solution": "A: 1"}}) + "\n")
+    with pytest.raises(SystemExit):
+        verify_main(["math", "--input", str(bad)])
+    err = capsys.readouterr().err
+    assert "bad.jsonl" in err and "'gold'" in err and "ground_truth" in err

@@ -1,0 +1,100 @@
+"""Project-side truncation of judge prompts, so every prompt fits the judge's window with room for its
+judgment (TRL's GRPO has no `max_prompt_length`; eval, judge and the server must not overflow either).
+
+A judge prompt must keep its instructions, rubric and output format, so we shorten the untrusted
+blocks instead: first the conversation (keeping its end, the turn being answered), then the response(s)
+(keeping each one's head and tail; of two, the longer first). A marker shows the judge where text was cut.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+MARKER = " [… truncated …] "
+_BLOCK = {name: re.compile(rf"(<{name}>\n?)(.*?)(\n?</{name}>)", re.DOTALL)
+          for name in ("conversation", "response", "response_a", "response_b")}
+MIN_KEEP = 32  # tokens of each block that are never cut
+
+
+def _prompt_length(messages: list[dict[str, str]], tokenizer: Any) -> int:
+    ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
+    return len(ids)
+
+
+def _cut(text: str, tokenizer: Any, drop: int, keep_tail_only: bool) -> str:
+    if keep_tail_only and text.startswith(MARKER.strip() + " "):  # cut before: drop the old marker
+        text = text[len(MARKER.strip()) + 1:]
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    keep = max(MIN_KEEP, len(ids) - drop)
+    if keep >= len(ids):
+        return text
+    if keep_tail_only:
+        return MARKER.strip() + " " + tokenizer.decode(ids[-keep:])
+    head = keep // 2
+    return tokenizer.decode(ids[:head]) + MARKER + tokenizer.decode(ids[len(ids) - (keep - head):])
+
+
+def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length: int) -> tuple[list[dict[str, str]], bool]:
+    """Shorten the conversation, then the response, of a rendered judge prompt to `max_length` tokens."""
+    length = _prompt_length(messages, tokenizer)
+    if length <= max_length:
+        return messages, False
+    user = dict(messages[-1])
+    for blocks, tail_only in ((("conversation",), True), (("response", "response_a", "response_b"), False)):
+        for attempt in range(8):  # re-tokenising the cut text can shift counts by a few tokens: retry
+            over = length - max_length
+            found = [m for b in blocks if (m := _BLOCK[b].search(user["content"]))]
+            cuttable = [m for m in found if _cut(m.group(2), tokenizer, 1, tail_only) != m.group(2)]
+            if over <= 0 or not cuttable:
+                break  # fits, or every block is already at its minimum
+            match = max(cuttable, key=lambda m: len(m.group(2)))  # the longest block gives first
+            body = _cut(match.group(2), tokenizer, over + 8 * (attempt + 1), tail_only)
+            user["content"] = user["content"][:match.start(2)] + body + user["content"][match.end(2):]
+            length = _prompt_length([*messages[:-1], user], tokenizer)
+    return [*messages[:-1], user], True
+
+
+def truncate_judge_rows(rows: list[dict], tokenizer: Any, max_length: int, template: Any = None) -> tuple[list[dict], int]:
+    """Truncate each row's `prompt` messages; returns the rows and how many were truncated."""
+    count = 0
+    out = []
+    for row in rows:
+        messages, cut = truncate_messages(row["prompt"], tokenizer, max_length)
+        count += cut
+        out.append({**row, "prompt": messages})
+    return out, count
+
+
+def context_window(model: Any, tokenizer: Any) -> int | None:
+    """Positions the model can attend to (its config; the tokenizer's limit when that is smaller and sane)."""
+    window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**8:  # tokenizers without a limit report ~1e30
+        window = min(window, limit) if window else limit
+    return window
+
+
+class PromptFitter:
+    """Makes every judge prompt fit `window - max_new_tokens` tokens of a local model, by the rules above,
+    and counts what it did (`truncated`: prompts it cut; `too_long`: prompts still over after cutting,
+    i.e. whose instructions alone do not fit). Backends without a tokenizer (HTTP) pass prompts through."""
+
+    def __init__(self, backend: Any):
+        self.tokenizer = getattr(backend, "tokenizer", None)
+        window = context_window(getattr(backend, "model", None), self.tokenizer) if self.tokenizer else None
+        new = getattr(getattr(backend, "options", None), "max_new_tokens", None)
+        self.budget = window - new if window and new else None
+        if self.budget is not None and self.budget < 2 * MIN_KEEP:
+            raise ValueError(f"max_new_tokens {new} leaves {self.budget} of the model's {window} positions for the "
+                             f"prompt; lower --max_new_tokens")
+        self.truncated = self.too_long = 0
+
+    def __call__(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        if self.budget is None:
+            return messages
+        out, cut = truncate_messages(messages, self.tokenizer, self.budget)
+        if cut:
+            self.truncated += 1
+            self.too_long += _prompt_length(out, self.tokenizer) > self.budget
+        return out
