@@ -1,8 +1,8 @@
 """Load pairwise preference data from files, memory or the Hugging Face hub into PreferencePairs.
 
-`load_pairs` reads rows from a source, converts each with `patarm.data.formats`, validates it, and
-accounts for every row in a `Manifest` (kept, or dropped with a reason). `write_pairs` writes the
-canonical pairs.jsonl atomically.
+`load_pairs` reads rows from a source, converts them through the layout registry
+(`patarm.data.layouts`, via `patarm.data.convert`), validates them, and accounts for every row in a
+`Manifest` (kept, or dropped with a reason). `write_pairs` writes the canonical pairs.jsonl atomically.
 """
 
 from __future__ import annotations
@@ -13,11 +13,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Any, Iterable, Iterator, Mapping, NamedTuple
 
-from patarm.data.formats import RowProblem, convert_row, resolve_format
+from patarm.data.convert import assemble, convert_stream, rename_columns
+from patarm.data.layouts import Drop, Parts, RowProblem, resolve_layout
 from patarm.data.schema import DataError, Manifest, PreferencePair
-from patarm.io import atomic_write, iter_jsonl, iter_jsonl_lines, open_text
+from patarm.io import atomic_write, iter_jsonl, iter_jsonl_lines, open_text, write_jsonl
+
+__all__ = ["HubLoadError", "LoadResult", "Source", "atomic_write", "load_pairs", "open_source", "write_pairs"]
 
 ON_ERROR = ("raise", "skip")
 _JSONL_SUFFIXES = (".jsonl", ".ndjson")
@@ -158,72 +161,81 @@ def _check_args(on_error: str, limit: int | None) -> None:
         raise ValueError(f"limit must be >= 0 or None, got {limit}")
 
 
-def load_pairs(source: str | os.PathLike | list[dict], *, format: str = "auto", on_error: str = "raise",
-               split: str = "train", source_name: str | None = None, domain: str | None = None,
-               limit: int | None = None) -> LoadResult:
+def load_pairs(source: str | os.PathLike | list[dict], *, layout: str = "auto",
+               layout_options: Mapping[str, Any] | None = None, columns: Mapping[str, str] | None = None,
+               on_error: str = "raise", split: str = "train", source_name: str | None = None,
+               domain: str | None = None, limit: int | None = None, format: str | None = None,
+               progress: str | None = None) -> LoadResult:
     """Load, validate and normalise preference pairs from a file, a list of dicts or a hub id.
 
-    format:      "auto" (detected per row) or a layout name from `patarm.data.formats.FORMATS`.
-    on_error:    "raise" stops at the first bad row with a DataError; "skip" drops it and counts it
-                 in `manifest.dropped` under its reason.
-    split:       the split to load for a hub id.
-    source_name: `source` for rows without one (default: the file stem, or the hub id).
-    domain:      `domain` for rows without one.
-    limit:       stop once this many pairs are kept (rows after that are not read or counted).
+    layout:         "auto" (detected per row) or a name from `patarm.data.LAYOUTS` (or an alias);
+                    `format` is an older spelling of it.
+    layout_options: the layout's options, e.g. {"axis": "safer"} for pku_saferlhf.
+    columns:        rename source columns first: {layout's field name: source column}.
+    on_error:       "raise" stops at the first bad row with a DataError; "skip" drops it and counts it
+                    in `manifest.dropped` under its reason. Rows the data itself marks as holding no
+                    preference (ties) are always dropped and counted.
+    split:          the split to load for a hub id.
+    source_name:    `source` for rows without one (default: the file stem, or the hub id).
+    domain:         `domain` for rows without one.
+    limit:          stop once this many pairs are kept (rows after that are not read or counted).
+    progress:       show a progress bar over the input rows with this description.
     """
-    fmt = resolve_format(format)
+    chosen = resolve_layout(format if format is not None else layout)
     _check_args(on_error, limit)
-    rows, path, default_name, kind = open_source(source, split)
-    name = source_name or default_name
+    opened = open_source(source, split)
+    name = source_name or opened.name
+    rows: Rows = opened.rows
+    if columns:
+        rows = rename_columns(rows, columns)
+    if progress:
+        from tqdm.auto import tqdm  # lazy: only callers that want a bar pay for it
+
+        rows = tqdm(rows, desc=progress, unit="row", mininterval=1.0)
     manifest = Manifest()
-    formats: Counter = Counter()
+    layouts: Counter = Counter()
     pairs: list[PreferencePair] = []
     seen: set[str] = set()
     duplicates = 0
+    items = convert_stream(rows, chosen, layout_options)
     try:
-        for index, row in rows:
+        for index, row, out, layout_name in items:
             if limit is not None and len(pairs) >= limit:
                 break
             manifest.rows_in += 1
-            try:
-                if isinstance(row, DataError):
-                    raise row
+            if isinstance(out, Parts):
                 try:
-                    pair, layout = convert_row(row, fmt, name, domain)
+                    pair = assemble(row, out, name, domain)
                 except RowProblem as problem:
-                    raise DataError(path, index, problem.field, problem.reason, problem.message) from None
-            except DataError as err:
-                if on_error == "raise":
-                    raise
-                manifest.drop(err.reason, str(err))
+                    out = problem
+                else:
+                    pairs.append(pair)
+                    layouts[layout_name] += 1
+                    # Duplicate ids are counted, not dropped: the same pair twice may be intended (upsampling).
+                    if pair.id in seen:
+                        duplicates += 1
+                    seen.add(pair.id)
+                    continue
+            if isinstance(out, Drop):
+                manifest.drop(out.reason, f"{opened.path}, row {index}: {out.message}")
                 continue
-            pairs.append(pair)
-            formats[layout] += 1
-            # Duplicate ids are counted, not dropped: the same pair twice may be intended (upsampling).
-            if pair.id in seen:
-                duplicates += 1
-            seen.add(pair.id)
+            err = out if isinstance(out, DataError) else DataError(opened.path, index, out.field, out.reason,
+                                                                   out.message)
+            if on_error == "raise":
+                raise err
+            manifest.drop(err.reason, str(err))
     finally:
-        close = getattr(rows, "close", None)
+        items.close()
+        close = getattr(opened.rows, "close", None)
         if close is not None:
             close()  # releases the open file when `limit` or an error stops a generator early
     manifest.rows_out = len(pairs)
-    manifest.extra.update(source=path, formats=dict(formats), duplicate_ids=duplicates)
-    if kind == "hub":
+    manifest.extra.update(source=opened.path, layouts=dict(layouts), duplicate_ids=duplicates)
+    if opened.kind == "hub":
         manifest.extra["split"] = split
     return LoadResult(pairs=pairs, manifest=manifest)
 
 
 def write_pairs(pairs: Iterable[PreferencePair | dict], path: str | os.PathLike) -> int:
     """Write pairs as canonical JSON lines (`PreferencePair.to_dict()`), atomically; returns the count."""
-    count = 0
-
-    def write(fh) -> None:
-        nonlocal count
-        for pair in pairs:
-            fh.write(json.dumps(pair.to_dict() if isinstance(pair, PreferencePair) else pair, ensure_ascii=False))
-            fh.write("\n")
-            count += 1
-
-    atomic_write(path, write)
-    return count
+    return write_jsonl(pairs, path)

@@ -49,8 +49,8 @@ class SyntheticConfig:
 
 @dataclass
 class MixConfig:
-    sources: list = _help("paths / hub ids, or mappings {path, cap, name, domain, format, split, convert, "
-                          "columns, on_error}", default_factory=list)
+    sources: list = _help("paths / hub ids, or mappings {path, cap, name, domain, layout, layout_options, "
+                          "split, columns, on_error}", default_factory=list)
     drop_sources: list = _help("`source` values to drop (the paper: magpie_ultra)", default_factory=list)
     exclude: list = _help("step dirs / pairs files whose pair ids are left out", default_factory=list)
     seed: int = _help("seed of the per-source cap sample and the shuffle", 0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from patarm.data import DataError
-from patarm.prep.convert import helpsteer2_messages
+from patarm.data.layouts.helpsteer import helpsteer2_messages
 from patarm.prep.io import read_pairs, sha256_file, step_is_done
 from patarm.prep.normalize import NormalizeConfig, normalize
 from patarm.prep_cli import main as prep_main
@@ -79,14 +79,14 @@ def test_helpsteer3_and_helpsteer2(tmp_path):
         {"domain": "stem", "context": ctx, "response1": "4", "response2": "5", "overall_preference": -2},
         {"domain": "stem", "context": ctx, "response1": "5", "response2": "4", "overall_preference": 3},
         {"domain": "stem", "context": ctx, "response1": "4", "response2": "four", "overall_preference": 0}])
-    m = normalize(NormalizeConfig(input=str(hs3), convert="helpsteer3"), tmp_path / "a")
+    m = normalize(NormalizeConfig(input=str(hs3), layout="helpsteer3"), tmp_path / "a")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (3, 2, {"tie": 1})
     assert [p.chosen for p in read_pairs(tmp_path / "a")] == ["4", "4"]
     rated = [{"prompt": "Hi\n<extra_id_1>Assistant\nHello\n<extra_id_1>User\nName a fruit", "response": r, "helpfulness": h}
              for r, h in (("apple", 4), ("rock", 1))] + [{"prompt": "Same?", "response": r, "helpfulness": 2}
                                                           for r in ("x", "y")]
     hs2 = write_jsonl(tmp_path / "hs2.jsonl", rated)
-    m = normalize(NormalizeConfig(input=str(hs2), convert="helpsteer2_ratings"), tmp_path / "b")
+    m = normalize(NormalizeConfig(input=str(hs2), layout="helpsteer2_ratings"), tmp_path / "b")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (2, 1, {"tie": 1})
     pair = read_pairs(tmp_path / "b")[0]
     assert (pair.chosen, pair.rejected, len(pair.prompt)) == ("apple", "rock", 3)
