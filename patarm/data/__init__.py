@@ -2,7 +2,8 @@
 
 from patarm.data.convert import REASONS, convert_stream, pair_from_row, stable_id
 from patarm.data.layouts import LAYOUTS, Layout, detect_layout, resolve_layout
-from patarm.data.loaders import HubLoadError, LoadResult, Source, load_pairs, open_source, write_pairs
+from patarm.data.loaders import LoadResult, load_pairs, write_pairs
+from patarm.data.sources import HubLoadError, Source, open_source
 from patarm.data.schema import DataError, Manifest, PreferencePair
 
 __all__ = [

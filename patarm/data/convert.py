@@ -16,11 +16,17 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from patarm.data.layouts import Drop, Layout, Parts, RowProblem, detect_layout, resolve_layout
 from patarm.data.schema import DataError, Message, PreferencePair
+from patarm.io import MAX_DEPTH, SURROGATE_MESSAGE, lone_surrogate, nesting_depth
 
 # Reason codes a row can be dropped for (the keys of `Manifest.dropped`).
 REASONS = (
+    # the row is malformed (an error unless on_error="skip")
     "not_an_object", "missing_field", "wrong_type", "empty_prompt", "empty_response",
-    "identical_responses", "prompt_mismatch", "bad_prompt", "bad_json", "ambiguous_layout", "tie",
+    "identical_responses", "prompt_mismatch", "bad_prompt", "ambiguous_layout",
+    # the line could not be read (patarm.io)
+    "bad_json", "bad_encoding", "duplicate_key", "non_finite", "too_deep",
+    # the data itself says the row holds no preference (always dropped and counted)
+    "tie",
 )
 
 # Row keys every layout understands; they never go into `metadata` as extras.
@@ -34,10 +40,20 @@ METADATA_MAX_CHARS = 1024
 Item = tuple[int, Any, Any, str | None]
 
 
+# json.dumps(..., ensure_ascii=False, sort_keys=True, separators=(",", ":")) without building an encoder per call.
+_ID_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":")).encode
+
+
 def stable_id(prompt: list[Message], chosen: str, rejected: str) -> str:
     """Content id for rows without one: sha1 of the canonical JSON of [prompt, chosen, rejected]."""
-    blob = json.dumps([prompt, chosen, rejected], ensure_ascii=False, sort_keys=True, separators=(",", ":"))
-    return hashlib.sha1(blob.encode("utf-8")).hexdigest()[:16]
+    return hashlib.sha1(_ID_JSON([prompt, chosen, rejected]).encode("utf-8")).hexdigest()[:16]
+
+
+def _text_ok(value: str, field: str) -> None:
+    """A text the pair keeps must be encodable: JSON lines are read without a whole-line surrogate scan."""
+    found = lone_surrogate(value)
+    if found:
+        raise RowProblem(field, "bad_encoding", "the text " + SURROGATE_MESSAGE.format(found))
 
 
 def _check(prompt: list[Message], chosen: str, rejected: str) -> None:
@@ -56,34 +72,60 @@ def _check(prompt: list[Message], chosen: str, rejected: str) -> None:
             raise RowProblem(name, "empty_response", "the response is empty or whitespace only")
     if chosen.strip() == rejected.strip():
         raise RowProblem("rejected", "identical_responses", "chosen and rejected are the same text")
+    # isascii() is O(1): the encodability check only runs on non-ASCII texts.
+    if not (chosen.isascii() and rejected.isascii()):
+        _text_ok(chosen, "chosen")
+        _text_ok(rejected, "rejected")
+    for message in prompt:
+        if not message["content"].isascii():
+            _text_ok(message["content"], f"prompt[{prompt.index(message)}].content")
 
 
-def _small(value: Any, chosen: str, rejected: str) -> bool:
+def _as_json(key: str, value: Any) -> str | None:
+    """`value` as JSON text, or None when it is not JSON (NaN / inf, bytes, dates...); raises RowProblem
+    when it is nested deeper than MAX_DEPTH or holds a lone surrogate."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except RecursionError:
+        raise RowProblem(key, "too_deep", f"nested deeper than {MAX_DEPTH} levels") from None
+    except (TypeError, ValueError):
+        return None
+    if text.count("[") + text.count("{") > MAX_DEPTH and nesting_depth(value) > MAX_DEPTH:
+        raise RowProblem(key, "too_deep", f"nested deeper than {MAX_DEPTH} levels")
+    _text_ok(text, key)
+    return text
+
+
+def _small(key: str, value: Any, chosen: str, rejected: str) -> bool:
     """Whether an extra row field is small enough, and not a response copy, to keep in metadata."""
     if value is None or isinstance(value, (bool, int)):
         return True
     if isinstance(value, float):
-        return math.isfinite(value)  # NaN / inf are not JSON: never written
+        return math.isfinite(value)  # NaN / inf (parquet, rows in memory) are not JSON: never written
     if isinstance(value, str):
-        return len(value) <= METADATA_MAX_CHARS and value != chosen and value != rejected
-    if isinstance(value, (list, dict)):
-        try:
-            return len(json.dumps(value, ensure_ascii=False, allow_nan=False)) <= METADATA_MAX_CHARS
-        except (TypeError, ValueError, RecursionError):
+        if len(value) > METADATA_MAX_CHARS or value == chosen or value == rejected:
             return False
+        _text_ok(value, key)
+        return True
+    if isinstance(value, (list, dict)):
+        text = _as_json(key, value)
+        return text is not None and len(text) <= METADATA_MAX_CHARS
     return False  # images, bytes, dates...: not JSON, would break pairs.jsonl
 
 
 def _metadata(row: dict[str, Any], consumed: frozenset, chosen: str, rejected: str) -> dict[str, Any]:
-    """The row's own `metadata` plus its unknown small extra fields."""
+    """The row's own `metadata` (whatever its size, minus values that are not JSON) plus its unknown small
+    extra fields."""
     base = row.get("metadata")
     meta = dict(base) if isinstance(base, dict) else {}
-    if base is not None and not isinstance(base, dict) and _small(base, chosen, rejected):
+    if meta and _as_json("metadata", meta) is None:
+        meta = {k: v for k, v in meta.items() if _as_json(f"metadata.{k}", v) is not None}
+    elif base is not None and not isinstance(base, dict) and _small("metadata", base, chosen, rejected):
         meta["metadata"] = base
     for key, value in row.items():
         if key in consumed or key in COMMON_KEYS:
             continue
-        if key not in meta and _small(value, chosen, rejected):
+        if key not in meta and _small(key, value, chosen, rejected):
             meta[key] = value
     return meta
 
@@ -97,22 +139,23 @@ def _optional_str(value: Any, fallback: str | None) -> str | None:
 def assemble(row: dict[str, Any], parts: Parts, source_name: str | None = None,
              domain: str | None = None) -> PreferencePair:
     """Validate a layout's parts and build the pair; raises RowProblem."""
-    prompt, chosen, rejected, consumed = parts[0], parts[1], parts[2], parts[3]
+    prompt, chosen, rejected, consumed, extra, raw_id, own_source, own_domain = parts
     _check(prompt, chosen, rejected)
-    raw_id = parts.id if parts.id is not None else None if "id" in consumed else row.get("id")
+    if raw_id is None and "id" not in consumed:
+        raw_id = row.get("id")
     if raw_id is None or raw_id == "":
         raw_id = row.get("pair_id")
         consumed = consumed | {"pair_id"}  # it becomes the id, no need to keep a copy
     metadata = _metadata(row, consumed, chosen, rejected)
-    if parts.metadata:
-        metadata.update(parts.metadata)
+    if extra:
+        metadata.update(extra)
     return PreferencePair(
         id=stable_id(prompt, chosen, rejected) if raw_id is None or raw_id == "" else str(raw_id),
         prompt=prompt,
         chosen=chosen,
         rejected=rejected,
-        domain=parts.domain or _optional_str(None if "domain" in consumed else row.get("domain"), domain),
-        source=parts.source or _optional_str(None if "source" in consumed else row.get("source"), source_name),
+        domain=own_domain or _optional_str(None if "domain" in consumed else row.get("domain"), domain),
+        source=own_source or _optional_str(None if "source" in consumed else row.get("source"), source_name),
         metadata=metadata,
     )
 

@@ -63,7 +63,7 @@ def write_jsonl(rows: Iterable[PreferencePair | dict], path: str | os.PathLike) 
 
     def write(fh) -> None:
         nonlocal count
-        dumps = json.JSONEncoder(ensure_ascii=False).encode
+        dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False).encode
         for row in rows:
             fh.write(dumps(_pair_row(row) if isinstance(row, PreferencePair) else row))
             fh.write("\n")

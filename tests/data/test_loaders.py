@@ -259,8 +259,8 @@ def test_malformed_row_raises_naming_file_row_and_field(tmp_path, row, reason, f
     with pytest.raises(DataError) as info:
         load_pairs(path)
     err = info.value
-    assert (err.reason, err.row, err.field, err.path) == (reason, 2, field, str(path))
-    assert "prefs.jsonl" in str(err) and "row 2" in str(err) and reason in str(err)
+    assert (err.reason, err.row, err.line, err.field, err.path) == (reason, 2, 3, field, str(path))
+    assert "prefs.jsonl, line 3" in str(err) and reason in str(err)  # the third line: what an editor shows
     if field:
         assert f"field '{field}'" in str(err)
     assert reason in REASONS
@@ -268,7 +268,7 @@ def test_malformed_row_raises_naming_file_row_and_field(tmp_path, row, reason, f
 
 def test_broken_json_line_raises_with_its_line(tmp_path):
     path = write_jsonl(tmp_path / "prefs.jsonl", [GOOD, '{"prompt": "q", "chosen": ', GOOD])
-    with pytest.raises(DataError, match=r"prefs.jsonl, row 1: line 2 is not valid JSON") as info:
+    with pytest.raises(DataError, match=r"prefs.jsonl, line 2: not valid JSON") as info:
         load_pairs(path)
     assert info.value.reason == "bad_json"
 
@@ -291,7 +291,7 @@ def test_skip_counts_every_reason_and_keeps_the_manifest_consistent(tmp_path):
     assert dict(manifest.dropped) == expected
     assert (manifest.rows_in, manifest.rows_out, len(result)) == (len(rows), 2, 2)
     assert manifest.consistent
-    assert "row 1" in manifest.examples["not_an_object"]
+    assert "line 2" in manifest.examples["not_an_object"]
     assert manifest.extra["layouts"] == {"standard": 2}
     out = tmp_path / "manifest.json"
     manifest.write(str(out))

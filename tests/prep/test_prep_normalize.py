@@ -49,7 +49,7 @@ def test_raise_names_file_row_field(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", MIXED)
     with pytest.raises(DataError) as info:
         normalize(NormalizeConfig(input=str(src)), tmp_path / "out")
-    assert str(src) in str(info.value) and "row 1" in str(info.value) and "'rejected'" in str(info.value)
+    assert f"{src}, line 2, field 'rejected'" in str(info.value)
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
@@ -57,7 +57,7 @@ def test_cli_exit_message_and_summary(tmp_path, capsys):
     src = write_jsonl(tmp_path / "in.jsonl", MIXED)
     with pytest.raises(SystemExit) as info:
         prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o")])
-    assert "row 1" in str(info.value.code) and "identical_responses" in str(info.value.code)
+    assert "line 2" in str(info.value.code) and "identical_responses" in str(info.value.code)
     prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o"), "--on-error", "skip"])
     assert "rows_in=5 rows_out=2" in capsys.readouterr().out
 

@@ -29,7 +29,7 @@ LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in _REGISTERED}
 ALIASES: dict[str, str] = {alias: layout.name for layout in _REGISTERED for alias in layout.aliases}
 _KEYED = tuple(layout for layout in _REGISTERED if layout.keys)
 _BY_TYPE = tuple(layout for layout in _REGISTERED if not layout.keys and layout.fits is not None)
-_MATCH_CACHE: dict[tuple, tuple[Layout, ...]] = {}  # a row's key tuple -> the keyed layouts it matches
+_MATCH_CACHE: dict[tuple, Layout | tuple] = {}  # a row's key tuple -> its keyed layout, or all its keyed matches
 
 __all__ = ["LAYOUTS", "ALIASES", "Layout", "Option", "Parts", "Drop", "RowProblem", "resolve_layout",
            "detect_layout", "layout_names"]
@@ -50,21 +50,24 @@ def resolve_layout(name: str | None) -> Layout | None:
     return layout
 
 
-def _keyed_matches(keys: tuple) -> tuple[Layout, ...]:
-    matches = _MATCH_CACHE.get(keys)
-    if matches is None:
-        present = frozenset(keys)
-        matches = tuple(layout for layout in _KEYED if layout.keys <= present)
-        if len(_MATCH_CACHE) < 4096:  # rows of one file share a handful of key orders
-            _MATCH_CACHE[keys] = matches
-    return matches
+def _keyed_matches(keys: tuple) -> Layout | tuple[Layout, ...]:
+    """The one keyed layout a row with these keys is in, else every keyed layout it matches (maybe none)."""
+    present = frozenset(keys)
+    matches = tuple(layout for layout in _KEYED if layout.keys <= present)
+    found = matches[0] if len(matches) == 1 else matches
+    if len(_MATCH_CACHE) < 4096:  # rows of one file share a handful of key orders
+        _MATCH_CACHE[keys] = found
+    return found
 
 
 def detect_layout(row: dict[str, Any]) -> Layout:
     """The layout of one row (see the module docstring); raises RowProblem when it is not unambiguous."""
-    matches = _keyed_matches(tuple(row))
-    if len(matches) == 1:
-        return matches[0]
+    keys = tuple(row)
+    matches = _MATCH_CACHE.get(keys)  # this runs on every row: one dict lookup once a key order was seen
+    if matches is None:
+        matches = _keyed_matches(keys)
+    if type(matches) is Layout:
+        return matches
     if matches:
         names = ", ".join(layout.name for layout in matches)
         raise RowProblem(None, "ambiguous_layout",

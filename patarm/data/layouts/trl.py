@@ -47,28 +47,27 @@ def _implicit(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
     return Parts(prompt, chosen, rejected, frozenset({"chosen", "rejected"}))
 
 
-def _has_prompt(row: dict) -> bool:
-    return row.get("prompt") is not None
-
-
 def _no_prompt(row: dict) -> str:
-    return "no 'prompt'" if not _has_prompt(row) else f"the values' types make it {explicit_kind(row)!r}"
+    value = row.get("prompt")
+    return "no 'prompt'" if value is None else f"the values' types make it {explicit_kind(row)!r}"
 
 
+# Type tests for auto-detection; they run on every row of a file, so each is one expression.
 STANDARD = Layout(
     "standard", "prompt (text), chosen, rejected (texts) -> a one-turn prompt and the two texts",
-    convert=_explicit("standard"), fits=lambda row: _has_prompt(row) and explicit_kind(row) == "standard",
-    why_not=_no_prompt)
+    convert=_explicit("standard"), fits=lambda row: type(row.get("prompt")) is str, why_not=_no_prompt)
 CONVERSATIONAL = Layout(
     "conversational", "prompt, chosen, rejected (message lists) -> the prompt messages and the two replies",
     convert=_explicit("conversational"),
-    fits=lambda row: _has_prompt(row) and explicit_kind(row) == "conversational", why_not=_no_prompt)
+    fits=lambda row: row.get("prompt") is not None and not isinstance(row["prompt"], str)
+    and not isinstance(row.get("chosen"), str), why_not=_no_prompt)
 CANONICAL = Layout(
     "canonical", "id, prompt (messages), chosen, rejected (texts), domain, source, metadata: our pairs.jsonl",
-    convert=_explicit("canonical"), fits=lambda row: _has_prompt(row) and explicit_kind(row) == "canonical",
-    why_not=_no_prompt)
+    convert=_explicit("canonical"),
+    fits=lambda row: row.get("prompt") is not None and not isinstance(row["prompt"], str)
+    and isinstance(row.get("chosen"), str), why_not=_no_prompt)
 IMPLICIT_PROMPT = Layout(
     "implicit_prompt", "chosen, rejected (full conversations) -> their shared prefix and final assistant turns",
     convert=_implicit, aliases=("skywork", "implicit"),
-    fits=lambda row: not _has_prompt(row) and isinstance(row.get("chosen"), list),
-    why_not=lambda row: "it has a 'prompt'" if _has_prompt(row) else "'chosen' is not a list of messages")
+    fits=lambda row: row.get("prompt") is None and isinstance(row.get("chosen"), list),
+    why_not=lambda row: "it has a 'prompt'" if row.get("prompt") is not None else "'chosen' is not a list of messages")
