@@ -26,7 +26,7 @@ REASONS = (
     # the line could not be read (patarm.io)
     "bad_json", "bad_encoding", "duplicate_key", "non_finite", "too_deep",
     # the data itself says the row holds no preference (always dropped and counted)
-    "tie",
+    "tie", "both_bad", "multi_turn", "low_score_ratio", "too_few_responses",
 )
 
 # Row keys every layout understands; they never go into `metadata` as extras.

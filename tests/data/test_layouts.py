@@ -72,3 +72,17 @@ def test_helpsteer_layouts_through_load_pairs_and_auto_detection():
 def test_layout_options_are_checked():
     with pytest.raises(ValueError, match="layout 'standard' has no option 'axis'"):
         load_pairs([GOOD], layout="standard", layout_options={"axis": "safer"})
+
+
+def test_docs_table_lists_every_layout_alias_and_option():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "data-layouts.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in text.splitlines() if line.startswith("| `")}
+    for name, layout in LAYOUTS.items():
+        row = next((line for head, line in rows.items() if head.startswith(f"`{name}`")), None)
+        assert row is not None, name
+        for alias in layout.aliases:
+            assert f"`{alias}`" in row.split("|")[1], (name, alias)
+        for option in layout.options:
+            assert f"`{option}`" in row, (name, option)

@@ -19,8 +19,6 @@ from patarm.data import (
     write_pairs,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks"
-PAIRS_DIR = SHARED / "preference-pairs"
 
 
 def user(text):
@@ -331,14 +329,17 @@ def test_write_pairs_is_atomic(tmp_path):
 # --------------------------------------------------------------------------- real data
 
 
-def real_file(name: str) -> Path:
-    path = PAIRS_DIR / name
-    if not path.is_file():
-        pytest.skip(f"shared benchmark data not found at {path} (a fresh clone has no ../shared)")
-    return path
+@pytest.fixture
+def real_file(bench):
+    def find(name: str) -> Path:
+        path = bench / "preference-pairs" / name
+        if not path.is_file():
+            pytest.skip(f"shared benchmark data not found at {path}")
+        return path
+    return find
 
 
-def test_real_llamafactory_sharegpt_demo():
+def test_real_llamafactory_sharegpt_demo(real_file):
     result = load_pairs(real_file("dpo_en_demo.json"))
     manifest = result.manifest
     assert (len(result), manifest.rows_in, dict(manifest.dropped)) == (300, 300, {})
@@ -349,7 +350,7 @@ def test_real_llamafactory_sharegpt_demo():
     assert sum(p.prompt[0]["role"] == "system" for p in result) == 80
 
 
-def test_real_llamafactory_v1_messages_demo():
+def test_real_llamafactory_v1_messages_demo(real_file):
     result = load_pairs(real_file("v1_dpo_demo.jsonl"))
     assert (len(result), dict(result.manifest.dropped)) == (10, {})
     assert result.manifest.extra["layouts"] == {"messages": 10}

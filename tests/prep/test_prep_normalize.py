@@ -15,8 +15,6 @@ from patarm.prep.io import read_pairs, sha256_file, step_is_done
 from patarm.prep.normalize import NormalizeConfig, normalize
 from patarm.prep_cli import main as prep_main
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks"
-DEMO = SHARED / "preference-pairs" / "dpo_en_demo.json"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -94,10 +92,12 @@ def test_helpsteer3_and_helpsteer2(tmp_path):
         {"role": "assistant", "content": "Hello"}
 
 
-@pytest.mark.skipif(not DEMO.is_file(), reason=f"shared benchmark data not present at {DEMO}")
-def test_real_demo_file_through_the_cli(tmp_path):
+def test_real_demo_file_through_the_cli(tmp_path, bench):
+    demo = bench / "preference-pairs" / "dpo_en_demo.json"
+    if not demo.is_file():
+        pytest.skip(f"shared benchmark data not present at {demo}")
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "patarm", "prep", "normalize", "--input", str(DEMO),
+    proc = subprocess.run([sys.executable, "-m", "patarm", "prep", "normalize", "--input", str(demo),
                            "--output", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from patarm.data.layouts import helpsteer, llamafactory, trl
+from patarm.data.layouts import anthropic, helpsteer, llamafactory, rated, reasoning, trl, ultrafeedback
 from patarm.data.layouts.base import Drop, Layout, Option, Parts, RowProblem
 
 _REGISTERED: tuple[Layout, ...] = (
@@ -23,6 +23,15 @@ _REGISTERED: tuple[Layout, ...] = (
     helpsteer.HELPSTEER3,
     helpsteer.HELPSTEER2_PREFERENCE,
     helpsteer.HELPSTEER2_RATINGS,
+    anthropic.HH_RLHF,
+    anthropic.NECTAR,
+    rated.SHP,
+    rated.PKU_SAFERLHF,
+    rated.CHATBOT_ARENA,
+    ultrafeedback.ULTRAFEEDBACK,
+    ultrafeedback.ULTRAFEEDBACK_BINARIZED,
+    reasoning.MATH_STEP_DPO,
+    reasoning.CODE_PREFERENCE_PAIRS,
 )
 
 LAYOUTS: dict[str, Layout] = {layout.name: layout for layout in _REGISTERED}

@@ -9,6 +9,7 @@ into validated `PreferencePair`s and the loader accounts for every row in the ma
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
 
@@ -134,10 +135,12 @@ def text(row: dict, key: str) -> str:
 
 
 def number(row: dict, key: str) -> float:
-    """`row[key]` as a number (not a bool), or a problem naming it."""
+    """`row[key]` as a finite number (not a bool), or a problem naming it."""
     value = required(row, key)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise RowProblem(key, "wrong_type", f"expected a number, got {value!r}")
+    if not math.isfinite(value):
+        raise RowProblem(key, "non_finite", f"{value} is not a usable number")
     return value
 
 

@@ -117,7 +117,7 @@ def shared_prompt(chosen: list[Message], rejected: list[Message], chosen_field: 
 
 
 # "\n\nHuman: " / "\n\nAssistant: " turn markers of Anthropic-style transcripts (HH-RLHF, Nectar prompts).
-_TURN = re.compile(r"\n\n(Human|Assistant):[ ]?")
+_TURN = re.compile(r"(?:^|\n\n)(Human|Assistant):[ ]?")
 
 
 def transcript(value: Any, field: str, open_end: bool = False) -> list[Message]:

@@ -41,6 +41,11 @@ def _explicit(kind: str):
     return convert
 
 
+def explicit_parts(row: dict[str, Any]) -> Parts:
+    """A row with an explicit `prompt` in whichever of the three explicit layouts its types say."""
+    return _CONVERTERS[explicit_kind(row)](row, {})
+
+
 def _implicit(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
     prompt, chosen, rejected = shared_prompt(messages(row.get("chosen"), "chosen"),
                                              messages(row.get("rejected"), "rejected"), "chosen", "rejected")
@@ -52,18 +57,21 @@ def _no_prompt(row: dict) -> str:
     return "no 'prompt'" if value is None else f"the values' types make it {explicit_kind(row)!r}"
 
 
+_CONVERTERS = {kind: _explicit(kind) for kind in ("standard", "conversational", "canonical")}
+
+
 # Type tests for auto-detection; they run on every row of a file, so each is one expression.
 STANDARD = Layout(
     "standard", "prompt (text), chosen, rejected (texts) -> a one-turn prompt and the two texts",
-    convert=_explicit("standard"), fits=lambda row: type(row.get("prompt")) is str, why_not=_no_prompt)
+    convert=_CONVERTERS["standard"], fits=lambda row: type(row.get("prompt")) is str, why_not=_no_prompt)
 CONVERSATIONAL = Layout(
     "conversational", "prompt, chosen, rejected (message lists) -> the prompt messages and the two replies",
-    convert=_explicit("conversational"),
+    convert=_CONVERTERS["conversational"],
     fits=lambda row: row.get("prompt") is not None and not isinstance(row["prompt"], str)
     and not isinstance(row.get("chosen"), str), why_not=_no_prompt)
 CANONICAL = Layout(
     "canonical", "id, prompt (messages), chosen, rejected (texts), domain, source, metadata: our pairs.jsonl",
-    convert=_explicit("canonical"),
+    convert=_CONVERTERS["canonical"],
     fits=lambda row: row.get("prompt") is not None and not isinstance(row["prompt"], str)
     and isinstance(row.get("chosen"), str), why_not=_no_prompt)
 IMPLICIT_PROMPT = Layout(
