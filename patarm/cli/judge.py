@@ -83,7 +83,7 @@ def main(command: str, argv: list[str]) -> None:
         raise FileNotFoundError(f"--input {args.input} does not exist")
     values, _ = resolve_judge_options(args, args.mode)
     options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                batch_size=args.batch_size)
+                                batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
     template = load_template(values["template"], rubric_mode=values["rubric_mode"], score_range=values["score_range"])
     singles = _single_rows(args.input) if Path(args.input).is_file() else None
     backend = make_backend(args.model, options, name="judge")

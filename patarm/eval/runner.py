@@ -100,7 +100,7 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
     paths = data_paths(args.benchmark, args.data)
     items = {b: limit_items(registry.get(b).load(paths[b]), args.limit) for b in args.benchmark}  # fail early
     gen = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                            top_p=args.top_p, batch_size=args.batch_size)
+                            top_p=args.top_p, batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
     out.mkdir(parents=True, exist_ok=True)
     backend = make_backend(args.model, gen, cache=out / "cache.sqlite", progress=args.progress, name="eval")
     opts = JudgeOptions(mode=args.mode, num_samples=args.num_samples, voting=args.voting,
