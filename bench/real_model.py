@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
+from transformers.trainer_callback import PrinterCallback  # noqa: E402
 from trl import SFTConfig  # noqa: E402
 
 from patarm.backends import GenerationOptions  # noqa: E402
@@ -78,6 +79,7 @@ def sft(rows: list[dict], bf16: bool, ns) -> dict:
     timer = StepTimer()
     trainer = PaTaRMSFTTrainer(model=model, args=args, processing_class=tok, callbacks=[timer],
                                train_dataset=Dataset.from_list(to_training_rows(rows, fmt, False)))
+    trainer.remove_callback(PrinterCallback)  # the losses are printed once, below
     trainer.train()
     logs = [h for h in trainer.state.log_history if "loss" in h]
     tokens = [h["num_tokens"] for h in logs]
@@ -97,6 +99,7 @@ def grpo(model_dir: str, bf16: bool, ns) -> dict:
     timer = StepTimer()
     trainer = PaTaRMGRPOTrainer(model=model, args=args, reward_funcs=PairRewards(TEMPLATE).reward_funcs(),
                                 train_dataset=Dataset.from_list(rows), processing_class=tok, callbacks=[timer])
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     valid = [h.get("rewards/format/mean") for h in trainer.state.log_history if "rewards/format/mean" in h]
     return {"step_s": statistics.median(timer.times[WARMUP:]) if len(timer.times) > WARMUP else timer.times[-1],
@@ -114,7 +117,8 @@ def main() -> None:
     torch.set_num_threads(ns.threads)
     fast, why = cpu_bf16()
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
-          f"{ns.threads}, torch {torch.__version__}; bf16 default: {fast} ({why})", flush=True)
+          f"{ns.threads}, torch {torch.__version__}; bf16 default: {fast} ({why}); load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
     rows, _ = pointwise_corpus(make_pairs(ns.sft_steps * ns.batch // 2 + 8, seed=5, kinds=("lowercase", "uppercase")),
                                RuleTeacher(), TEMPLATE, min_margin=2.0)
     train_rows, held_out = rows[:ns.sft_steps * ns.batch], rows[-ns.held_out:]
@@ -140,6 +144,7 @@ def main() -> None:
     loss_gap = max(abs(a - b) for a, b in zip(results["fp32"]["losses"], results["bf16"]["losses"]))
     print(f"loss curves: largest fp32/bf16 gap {loss_gap:.3f}; greedy format-valid fp32 "
           f"{results['fp32']['valid']:.2f} vs bf16 {results['bf16']['valid']:.2f}")
+    print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"grpo_bf16_speedup={grpo_s['fp32'] / grpo_s['bf16']:.2f}")
     print(f"sft_tokens_per_s={results[default]['tokens_per_s']:.0f}")
     print(f"grpo_step_s={grpo_s[default]:.2f}")

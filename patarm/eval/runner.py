@@ -36,7 +36,7 @@ class EvalArguments(RunArguments):
                                        "adaptive voting stops when the chance that more draws change the outcome is "
                                        "at most 1 - this; 1.0 stops only when they cannot change it"})
     tie_policy: str | None = field(default=None, metadata={"help": "a tie is wrong (strict) or half right (half); "
-                                   "default: each benchmark's official rule", "choices": [*TIE_POLICIES, None]})
+                                   "default: each benchmark's official rule", "choices": list(TIE_POLICIES)})
     limit: int | None = field(default=None, metadata={"help": "judge at most N items per benchmark (strata kept)"})
     template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
     rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})

@@ -137,6 +137,29 @@ def test_thinking_switch_reaches_the_chat_template(tiny_folder, tmp_path):
     assert thinking_switch(None, str(judge)) is True and thinking_switch(False, str(judge)) is False
 
 
+def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
+    """bf16 autocast is the CPU default exactly where the CPU has native bf16 instructions, and the run log
+    says which precision it trains in and why."""
+    import logging
+    from types import SimpleNamespace
+
+    import torch
+
+    from patarm.train import parse_args
+    from patarm.train.common import cpu_bf16, setup_logging
+
+    (tmp_path / "bf16").write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")
+    (tmp_path / "avx2").write_text("processor\t: 0\nflags\t\t: fpu sse avx2\n")
+    assert cpu_bf16(tmp_path / "bf16") == (True, "the CPU has avx512_bf16")
+    assert cpu_bf16(tmp_path / "avx2")[0] is False and cpu_bf16(tmp_path / "none")[0] is False
+    if not torch.cuda.is_available():
+        _, args, _ = parse_args("sft", ["--model_name_or_path", "tiny", "--output_dir", str(tmp_path / "o")])
+        assert args.use_cpu and args.bf16 == cpu_bf16()[0]
+    with caplog.at_level(logging.INFO, logger="patarm.train.common"):
+        setup_logging(SimpleNamespace(use_cpu=True, bf16=False, report_to=[], output_dir=str(tmp_path)))
+    assert "CPU training in fp32;" in caplog.text
+
+
 # ----------------------------------------------------------------------------- SmolLM2, slow tier
 
 
@@ -151,7 +174,7 @@ def _smollm2_missing() -> str | None:
 smol = pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
 SFT_FLAGS = ["--model_name_or_path", "smollm2", "--max_steps", "2", "--per_device_train_batch_size", "2",
              "--max_length", "256", "--learning_rate", "1e-4", "--logging_steps", "1", "--report_to", "none",
-             "--save_strategy", "no", "--bf16", "false", "--use_cpu", "true", "--seed", "0"]
+             "--save_strategy", "no", "--seed", "0"]  # precision: the CPU default (bf16 autocast where native)
 
 
 def _sft(corpus: Path, out: Path, *extra: str):

@@ -73,9 +73,9 @@ def test_two_machines_keep_pairs_whole_and_agree_on_the_weights(tmp_path, accele
             str(DEMO_PAIRS), "--output_dir", str(out), "--max_steps", "2", "--save_strategy", "no", "--report_to", "none"]
     commands = _node_commands(accelerate_config, port, argv)
     for rank, cmd in enumerate(commands):
-        assert cmd[:3] == ["accelerate", "launch", "--config_file"] and cmd[cmd.index("-m"):][:3] == ["-m", "patarm", "grpo"]
-        flags = dict(zip(cmd[3:cmd.index("-m"):2], cmd[4:cmd.index("-m"):2]))
-        assert flags == {"--num_machines": "2", "--num_processes": "2", "--machine_rank": str(rank),
+        assert cmd[:2] == ["accelerate", "launch"] and cmd[cmd.index("-m"):][:3] == ["-m", "patarm", "grpo"]
+        flags = dict(zip(cmd[2:cmd.index("-m"):2], cmd[3:cmd.index("-m"):2]))
+        assert flags == {"--config_file": accelerate_config, "--num_machines": "2", "--num_processes": "2", "--machine_rank": str(rank),
                          "--main_process_ip": "127.0.0.1", "--main_process_port": str(port)}
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PATARM_PAIR_AUDIT": str(tmp_path / "pairs"), "PATARM_WEIGHT_AUDIT": str(tmp_path / "weights"),
