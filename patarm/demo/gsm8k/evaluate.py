@@ -25,6 +25,11 @@ def judge_template() -> Any:
     return load_template(TEMPLATE, rubric_mode=RUBRIC_MODE)
 
 
+def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
+    """The generation backend of a judge: transformers on `device` (cpu, or e.g. cuda) in `dtype` weights."""
+    return {"kind": "hf", "model": model, "dtype": dtype, **({} if device == "cpu" else {"device_map": device})}
+
+
 def fitted_prompts(problems: Sequence[Problem], disclose: bool, skill: str, tokenizer: Any,
                    max_tokens: int) -> list[list[dict]]:
     """The judge prompt of every candidate (problem order, then source order), cut to `max_tokens` tokens
@@ -47,13 +52,13 @@ def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list
 
 def judge_problems(model: str, problems: Sequence[Problem], disclose: bool, skill: str, out_file: Path,
                    max_prompt_tokens: int, max_new_tokens: int, batch_size: int, dtype: str,
-                   name: str) -> list[dict]:
+                   name: str, device: str = "cpu") -> list[dict]:
     """Score every candidate with the judge `model` (greedy); records are written to `out_file` and returned.
     Completions are cached beside it (`<out_file>.cache.sqlite`) as they finish."""
     from patarm.backends import GenerationOptions, make_backend
     from patarm.judge import parse_judgment
 
-    backend = make_backend({"kind": "hf", "model": model, "dtype": dtype},
+    backend = make_backend(backend_spec(model, dtype, device),
                            GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, batch_size=batch_size),
                            cache=out_file.with_suffix(".cache.sqlite"), name=name)
     prompts = fitted_prompts(problems, disclose, skill, backend.tokenizer, max_prompt_tokens)

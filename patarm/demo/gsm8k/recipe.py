@@ -61,6 +61,8 @@ class GSM8KArguments(RunArguments):
                                 "sampling; GRPO's is max_completion_length)"})
     eval_batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
     eval_dtype: str = field(default="bfloat16", metadata={"help": "weights' dtype for judging and sampling"})
+    judge_device: str = field(default="cpu", metadata={"help": "where judging and rejection sampling run: cpu, or "
+                              "cuda (a GPU)"})
     bt_baseline: bool = field(default=True, metadata={"help": "train and evaluate the Bradley-Terry baseline"})
     sft_config: str = field(default="gsm8k-sft.yaml", metadata={"path": "input", "help": "the SFT stage config"})
     grpo_config: str = field(default="gsm8k-grpo.yaml", metadata={"path": "input", "help": "the GRPO stage config"})
@@ -174,7 +176,7 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
         started = time.time()
         records = evaluate.judge_problems(model, heldout, disclose, args.skill, path, args.max_prompt_tokens,
                                           args.max_new_tokens, args.eval_batch_size, args.eval_dtype,
-                                          name=f"{arm}/{stage} judge")
+                                          name=f"{arm}/{stage} judge", device=args.judge_device)
         clock.done(f"{arm}/eval-{stage}", started)
     summary = summarize_scores(records)
     logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%", arm, stage,

@@ -46,7 +46,7 @@ def prep_table(report: dict) -> str:
         k = max(1, len(curve) // 5)
         trend = "—" if not curve else (f"{sum(c['pair_accuracy'] for c in curve[:k]) / k:.3f} → "
                                        f"{sum(c['pair_accuracy'] for c in curve[-k:]) / k:.3f}")
-        lines.append(f"| {arm} | {res['prep']['sft'].get('extra', {}).get('sft_rows', '?')} | {rl['pool']} | "
+        lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {rl['pool']} | "
                      f"{rl['kept']} | {rl['dropped'] or '—'} | {trend} |")
     return "\n".join(lines)
 

@@ -106,7 +106,7 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
     if not (folder / "manifest.json").is_file():
         started = time.time()
         pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill)
-        sampler = make_backend({"kind": "hf", "model": judge, "dtype": args.eval_dtype},
+        sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
                                GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=1.0,
                                                  batch_size=args.eval_batch_size),
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
@@ -117,7 +117,7 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
         clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")
     manifest = read_json(folder / "manifest.json")
     return {"pool": manifest["rows_in"], "kept": manifest["rows_out"], "dropped": manifest["dropped"],
-            "correct_rate_histogram": manifest.get("extra", {}).get("correct_rate_histogram", {})}
+            "correct_rate_histogram": manifest.get("correct_rate_histogram", {})}
 
 
 def bt_pairs(d: Path, disclose: bool) -> list:
