@@ -50,13 +50,13 @@ class GSM8KArguments(RunArguments):
     heldout_problems: int = field(default=100, metadata={"help": "problems held out for evaluation"})
     sft_problems: int = field(default=96, metadata={"help": "train problems (with a correct and an incorrect "
                               "solution) whose pairs make the SFT corpus"})
-    rl_problems: int = field(default=24, metadata={"help": "further train problems whose pairs are the RL pool"})
+    rl_problems: int = field(default=16, metadata={"help": "further train problems whose pairs are the RL pool"})
     pairs_per_problem: int = field(default=1, metadata={"help": "(correct, incorrect) pairs drawn per problem"})
-    rl_rollouts: int = field(default=8, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
+    rl_rollouts: int = field(default=4, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})
-    grpo_steps: int = field(default=10, metadata={"help": "GRPO-PAR optimizer steps"})
-    max_prompt_tokens: int = field(default=448, metadata={"help": "judge prompts are cut to this many tokens"})
+    grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps"})
+    max_prompt_tokens: int = field(default=320, metadata={"help": "judge prompts are cut to this many tokens"})
     max_new_tokens: int = field(default=48, metadata={"help": "judgment length limit (evaluation, rejection "
                                 "sampling; GRPO's is max_completion_length)"})
     eval_batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
