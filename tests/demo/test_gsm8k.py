@@ -111,3 +111,19 @@ def test_majority_vote_and_oracle_on_answer_clusters():
     assert metrics.majority_vote(["A: 18.0", "A: 18", "A: 3", "A: 4"], [True, True, False, False]) == 1.0
     b = metrics.pool_baselines([_problem(1), _problem(2, correct=(False,) * 4, answers=("1", "2", "3", "4"))])
     assert b["oracle"] == 50.0 and b["single"]["a"] == 50.0 and b["majority_vote"] == 50.0
+
+
+def test_corpus_and_grpo_rows_use_the_skill_prompt_builder():
+    from patarm.prep.corpus import pointwise_corpus
+    from patarm.train.grpo import load_prompt_builder, pairs_to_judge_rows
+
+    pairs = data.make_pairs([_problem(1), _problem(2)], 1, 0, True, "gsm8k-judge")
+    rows, manifest = pointwise_corpus(pairs, VerifierTeacher(), judge_template(), 2.0, render=skill_prompt)
+    assert manifest.rows_out == 2 and len(rows) == 4
+    assert all("reference-answer" in r["messages"][-2]["content"] for r in rows)
+    build = load_prompt_builder("patarm.demo.gsm8k.prompts:skill_prompt")
+    assert build is skill_prompt
+    grpo_rows = pairs_to_judge_rows(pairs, judge_template(), build=build)
+    assert [r["prompt"] for r in grpo_rows] == [r["messages"][:-1] for r in rows]
+    with pytest.raises(ValueError, match="not an importable"):
+        load_prompt_builder("patarm.demo.gsm8k.prompts:nothing_here")
