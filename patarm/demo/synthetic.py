@@ -21,7 +21,7 @@ from patarm.data.schema import PreferencePair
 
 CONSTRAINT_KINDS = ("lowercase", "uppercase", "word_count", "starts_with", "ends_with", "no_letter_e", "avoid_letter")
 # Kinds whose evidence is a per-word property plus a copy (the first offending word, or "none"): a
-# ~1.5M-parameter judge learns these in minutes on a CPU; comparing two arbitrary words or counts
+# ~1M-parameter judge learns these in minutes on a CPU; comparing two arbitrary words or counts
 # (starts_with, ends_with, word_count) takes it far longer.
 PROPERTY_KINDS = ("lowercase", "uppercase", "no_letter_e", "avoid_letter")
 AVOIDABLE_LETTERS = ("a", "o", "i")
