@@ -7,17 +7,26 @@
   beats the i-th rejected score (both valid); a pair is kept when its correct rate is in [low, high].
 
 A teacher is any `patarm.backends` backend (local transformers, vLLM, an HTTP endpoint, or the demo's
-rule teacher); `metadata` tells rule-based teachers which pair and side a prompt is about.
+rule teacher); `metadata` tells rule-based teachers which pair and side a prompt is about. `render` builds
+each judge prompt from (pair, response, template) — by default the template alone; a recipe may pass its
+own (e.g. a skill prompt with the pair's per-sample resources mounted).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from patarm.data.schema import Manifest, PreferencePair
 from patarm.judge import load_template, parse_judgment, render_pairwise, render_pointwise
 from patarm.judge.templates import JudgeTemplate
+
+Render = Callable[[PreferencePair, str, JudgeTemplate], list]  # (pair, response, template) -> chat messages
+
+
+def template_prompt(pair: PreferencePair, response: str, template: JudgeTemplate) -> list:
+    """The default judge prompt of one side: the template rendered with the pair's prompt and domain."""
+    return render_pointwise(pair.prompt, response, template, domain=pair.domain)
 
 
 def _side_metadata(pairs: Sequence[PreferencePair]) -> list[dict]:
@@ -25,11 +34,11 @@ def _side_metadata(pairs: Sequence[PreferencePair]) -> list[dict]:
 
 
 def pointwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: JudgeTemplate | str | None = None,
-                     min_margin: float = 2.0, seed: int | None = None) -> tuple[list[dict], Manifest]:
+                     min_margin: float = 2.0, seed: int | None = None,
+                     render: Render = template_prompt) -> tuple[list[dict], Manifest]:
     """SFT rows (judge prompt + teacher judgment) for pairs whose teacher margin is > `min_margin`."""
     template = load_template(template or "pointwise")
-    prompts = [render_pointwise(p.prompt, getattr(p, s), template, domain=p.domain)
-               for p in pairs for s in ("chosen", "rejected")]
+    prompts = [render(p, getattr(p, s), template) for p in pairs for s in ("chosen", "rejected")]
     outputs = teacher.generate(prompts, num_samples=1, seed=seed, metadata=_side_metadata(pairs))
     manifest, rows = Manifest(rows_in=len(pairs)), []
     for k, pair in enumerate(pairs):
@@ -76,12 +85,12 @@ def pairwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Jud
 
 
 def rl_set(pairs: Sequence[PreferencePair], judge: Any, template: JudgeTemplate | str | None = None, n: int = 8,
-           low: float = 1 / 8, high: float = 6 / 8, seed: int | None = None) -> tuple[list[PreferencePair], Manifest]:
+           low: float = 1 / 8, high: float = 6 / 8, seed: int | None = None,
+           render: Render = template_prompt) -> tuple[list[PreferencePair], Manifest]:
     """Rejection sampling: keep pairs whose share of PAR-satisfying rollouts lies in [low, high] —
     hard enough to learn from, not hopeless (the paper: n = 8, [1/8, 6/8])."""
     template = load_template(template or "pointwise")
-    prompts = [render_pointwise(p.prompt, getattr(p, s), template, domain=p.domain)
-               for p in pairs for s in ("chosen", "rejected")]
+    prompts = [render(p, getattr(p, s), template) for p in pairs for s in ("chosen", "rejected")]
     outputs = judge.generate(prompts, num_samples=n, seed=seed, metadata=_side_metadata(pairs))
     manifest, kept, rates = Manifest(rows_in=len(pairs)), [], Counter()
     for k, pair in enumerate(pairs):

@@ -4,14 +4,16 @@ pair-preserving sampler, the PAR and format reward components, and project-side 
     accelerate launch -m patarm grpo --config configs/grpo/tiny.yaml
 
 The pairs (by default the RL set of the run, `{run_dir}/prep/rl/pairs.jsonl`) become two judge prompts
-each, rendered with this stage's template and rubric mode.
+each, rendered with this stage's template and rubric mode — or built by `prompt_builder`, a function named
+by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -49,6 +51,10 @@ class GRPODataArguments(RunArguments):
     enable_thinking: bool | None = field(default=None, metadata={
         "help": "Qwen3's thinking switch for the rollouts' chat template (see `patarm sft --help`); default: what the "
                 "starting judge was trained with (its patarm_config.json), else false"})
+    prompt_builder: str | None = field(default=None, metadata={
+        "help": "'package.module:function' taking (pair, response, template) and returning the judge prompt's chat "
+                "messages, used instead of rendering the template alone (e.g. a skill prompt with the pair's "
+                "per-sample resources mounted); it must build the prompts the judge was trained on"})
 
 
 @dataclass
@@ -108,12 +114,23 @@ class ScoreHistogramCallback(TrainerCallback):
                 cb._wandb.log({"par/score_hist": cb._wandb.Histogram(scores)}, commit=False)
 
 
+def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTemplate], list]:
+    """The function named by 'package.module:function' (or 'package.module.function')."""
+    module_name, _, attr = spec.replace(":", ".").rpartition(".")
+    try:
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"prompt_builder {spec!r} is not an importable 'package.module:function' ({err})") from None
+
+
 def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate | str | None = None,
-                        rubric_mode: str | None = None) -> list[dict[str, Any]]:
+                        rubric_mode: str | None = None,
+                        build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None) -> list[dict[str, Any]]:
     """Each pair as two conversational GRPO rows (chosen first) sharing a `pair_id`, so the pair-preserving
-    sampler and the PAR reward can put them back together."""
+    sampler and the PAR reward can put them back together. `build` makes each prompt instead of the template."""
     template = load_template(template or "pointwise", rubric_mode=rubric_mode)
-    return [{"prompt": render_pointwise(pair.prompt, response, template, domain=pair.domain),
+    build = build or (lambda pair, response, t: render_pointwise(pair.prompt, response, t, domain=pair.domain))
+    return [{"prompt": build(pair, response, template),
              "pair_id": pair.id, "side": side, "domain": pair.domain or "", "response": response}
             for pair in pairs for side, response in (("chosen", pair.chosen), ("rejected", pair.rejected))]
 
@@ -124,7 +141,8 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     if not loaded.pairs:
         raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
-    return pairs_to_judge_rows(loaded.pairs, template), loaded.manifest.to_dict()
+    build = load_prompt_builder(data.prompt_builder) if data.prompt_builder else None
+    return pairs_to_judge_rows(loaded.pairs, template, build=build), loaded.manifest.to_dict()
 
 
 def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:

@@ -1,0 +1,121 @@
+"""The GSM8K best-of-4 pool as problems, a seeded split by problem, and the preference pairs built from it.
+
+`example_model_solutions.jsonl` holds, per GSM8K test problem, four models' solutions with `is_correct` flags;
+`test.jsonl` the reference solutions (ending in `#### <answer>`). A problem's id is its line number in the pool
+(`gsm8k-0042`), so a split is a set of ids and no problem can be on both sides. The `is_correct` flags are the
+labels every metric is computed against; the teacher re-derives correctness with math-verify (`teacher.py`).
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from patarm.data import Manifest, PreferencePair
+from patarm.io import DataError, iter_jsonl
+
+POOL_FILE = "example_model_solutions.jsonl"
+REFERENCE_FILE = "test.jsonl"
+
+
+@dataclass
+class Problem:
+    """One GSM8K problem with its candidate solutions (in the pool's source order) and reference answer."""
+
+    id: str
+    question: str
+    answer: str  # the reference final answer, from test.jsonl
+    sources: list[str]
+    solutions: list[str]
+    correct: list[bool]  # the pool's is_correct flags
+
+    @property
+    def mixed(self) -> bool:
+        """Whether the problem has both a correct and an incorrect solution (so it yields pairs)."""
+        return any(self.correct) and not all(self.correct)
+
+
+def _rows(path: Path) -> list[tuple[int, dict]]:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: give --data_dir, the folder holding {POOL_FILE} and "
+                                f"{REFERENCE_FILE} (GSM8K test solutions of four models, and the reference answers)")
+    rows = []
+    for index, row in iter_jsonl(path):
+        if isinstance(row, DataError):
+            raise row
+        rows.append((index, row))
+    return rows
+
+
+def load_problems(data_dir: str | Path) -> tuple[list[Problem], Manifest]:
+    """Every pool problem with its reference answer (matched to test.jsonl by question text). Errors name the
+    file, line and field; the manifest counts problems whose pool `ground_truth` answer differs from test.jsonl's."""
+    from patarm.verify.mathans import answers_equal, final_answer
+
+    data_dir = Path(data_dir)
+    references = {}
+    for index, row in _rows(data_dir / REFERENCE_FILE):
+        if not isinstance(row.get("question"), str) or not isinstance(row.get("answer"), str):
+            raise DataError(str(data_dir / REFERENCE_FILE), index, "answer", "missing_field",
+                            "a reference row needs 'question' and 'answer' text")
+        references[row["question"]] = final_answer(row["answer"])
+    manifest, problems = Manifest(), []
+    for index, row in _rows(data_dir / POOL_FILE):
+        manifest.rows_in += 1
+        sources = [k for k, v in row.items() if isinstance(v, dict) and "solution" in v]
+        if not sources or not isinstance(row.get("question"), str):
+            raise DataError(str(data_dir / POOL_FILE), index, "question", "missing_field",
+                            "a pool row needs 'question' and per-source {solution, is_correct} objects")
+        if row["question"] not in references:
+            manifest.drop("no_reference", f"line {index + 1}: question not in {REFERENCE_FILE}")
+            continue
+        answer = references[row["question"]]
+        if isinstance(row.get("ground_truth"), str) and not answers_equal(answer, final_answer(row["ground_truth"])):
+            manifest.extra["ground_truth_disagrees"] = manifest.extra.get("ground_truth_disagrees", 0) + 1
+        problems.append(Problem(f"gsm8k-{index:04d}", row["question"], answer, sources,
+                                [str(row[s]["solution"]) for s in sources],
+                                [bool(row[s].get("is_correct")) for s in sources]))
+        manifest.rows_out += 1
+    return problems, manifest
+
+
+def split_problems(problems: Sequence[Problem], heldout: int, seed: int) -> tuple[list[Problem], list[Problem]]:
+    """(train, held-out): a seeded shuffle of the ids; its first `heldout` problems are held out (in the pool's
+    order), the rest train in the shuffled order, so any slice of them is a random sample."""
+    if not 0 < heldout < len(problems):
+        raise ValueError(f"heldout_problems must be between 1 and {len(problems) - 1}, got {heldout}")
+    by_id = {p.id: p for p in problems}
+    ids = sorted(by_id)
+    random.Random(seed).shuffle(ids)
+    return [by_id[i] for i in ids[heldout:]], [by_id[i] for i in sorted(ids[:heldout])]
+
+
+def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclose: bool,
+               skill: str) -> list[PreferencePair]:
+    """(correct, incorrect) solution pairs of the mixed problems: up to `per_problem` per problem, drawn by a
+    seeded shuffle of all such combinations. Each pair carries what the prompt builder and the teacher need:
+    the reference answer, whether the arm discloses it, the skill, and the two sources."""
+    rng = random.Random(seed)
+    pairs = []
+    for p in problems:
+        combos = [(c, i) for c in range(len(p.sources)) if p.correct[c] for i in range(len(p.sources)) if not p.correct[i]]
+        rng.shuffle(combos)
+        for c, i in combos[:per_problem]:
+            pairs.append(PreferencePair(
+                id=f"{p.id}:{p.sources[c]}>{p.sources[i]}", prompt=[{"role": "user", "content": p.question}],
+                chosen=p.solutions[c], rejected=p.solutions[i], domain="math", source="gsm8k",
+                metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "skill": skill,
+                          "chosen_source": p.sources[c], "rejected_source": p.sources[i]}))
+    return pairs
+
+
+def take(problems: Sequence[Problem], count: int, start: int = 0, mixed_only: bool = True) -> list[Problem]:
+    """`count` problems from position `start` of `problems` (only mixed ones when `mixed_only`): disjoint
+    slices of the train problems feed the SFT corpus and the RL pool."""
+    chosen = [p for p in problems if p.mixed or not mixed_only]
+    if start + count > len(chosen):
+        raise ValueError(f"asked for problems {start}..{start + count} but the train split has only {len(chosen)} "
+                         f"{'mixed ' if mixed_only else ''}problems: lower sft_problems / rl_problems or heldout_problems")
+    return chosen[start:start + count]

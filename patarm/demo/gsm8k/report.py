@@ -1,0 +1,103 @@
+"""The recipe's report: the table (stage × arm, the BT baseline, the pool's baselines) printed and written as
+report.md and report.json, and a plot (bo4.png) of best-of-4 and pair accuracy per stage and arm."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment without a valid score, which "
+            "ranks below every scored one) are broken uniformly at random and the expected accuracy is reported "
+            "exactly. Majority vote: the largest cluster of math-verify-equivalent final answers, ties likewise. "
+            "Pair accuracy: every (correct, incorrect) candidate pair of a held-out problem; right only when the "
+            "correct one's score is strictly higher (a tie counts as wrong)")
+STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
+
+
+def _row(name: str, arm: str, m: dict, valid: bool = True) -> str:
+    fmt = f"{m['format_valid']:.3f}" if valid else "—"
+    return (f"| {name} | {arm} | {m['pair_accuracy']:.3f} | {fmt} | {m['best_of_n']:.2f} | "
+            f"{m['top_tied']:.2f} |")
+
+
+def results_table(report: dict) -> str:
+    """Markdown: every stage × arm, the BT baseline per arm, then the pool's baselines."""
+    lines = ["| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied |", "|---|---|---|---|---|---|"]
+    for stage in STAGE_NAMES:
+        for arm, res in report["arms"].items():
+            if stage in res["stages"]:
+                lines.append(_row(STAGE_NAMES[stage], arm, res["stages"][stage]))
+    for arm, res in report["arms"].items():
+        if "bt" in res:
+            lines.append(_row("BT scalar RM (same base, same pairs)", arm, res["bt"], valid=False))
+    b = report["baselines"]
+    lines += ["", "| baseline on the same held-out problems | best-of-4 % |", "|---|---|"]
+    lines += [f"| single model: {s} | {v:.2f} |" for s, v in b["single"].items()]
+    lines += [f"| random pick | {b['random']:.2f} |", f"| majority vote (final answers) | {b['majority_vote']:.2f} |",
+              f"| Oracle@4 | {b['oracle']:.2f} |"]
+    return "\n".join(lines)
+
+
+def prep_table(report: dict) -> str:
+    lines = ["| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
+             "|---|---|---|---|---|---|"]
+    for arm, res in report["arms"].items():
+        rl, curve = res["prep"]["rl"], res.get("grpo_curve") or []
+        k = max(1, len(curve) // 5)
+        trend = "—" if not curve else (f"{sum(c['pair_accuracy'] for c in curve[:k]) / k:.3f} → "
+                                       f"{sum(c['pair_accuracy'] for c in curve[-k:]) / k:.3f}")
+        lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {rl['pool']} | "
+                     f"{rl['kept']} | {rl['dropped'] or '—'} | {trend} |")
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    """Two panels: best-of-4 (with the pool's baselines as lines) and pair accuracy, per judge and arm."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    arms = list(report["arms"])
+    judges = [s for s in STAGE_NAMES if any(s in r["stages"] for r in report["arms"].values())] + ["bt"]
+    labels = [STAGE_NAMES.get(j, "BT").replace(" (SmolLM2-135M-Instruct)", "") for j in judges]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    width = 0.8 / len(arms)
+    for panel, (key, title) in enumerate((("best_of_n", "best-of-4 accuracy (%)"), ("pair_accuracy", "pair accuracy"))):
+        ax = axes[panel]
+        for a, arm in enumerate(arms):
+            res = report["arms"][arm]
+            values = [(res["stages"].get(j) or res.get(j) or {}).get(key, float("nan")) for j in judges]
+            ax.bar([x + a * width for x in range(len(judges))], values, width, label=f"reference {'mounted' if arm == 'reference' else 'not disclosed'}")
+        ax.set_xticks([x + width * (len(arms) - 1) / 2 for x in range(len(judges))], labels)
+        ax.set_title(title)
+        if key == "best_of_n":
+            b = report["baselines"]
+            for value, name, style in ((b["oracle"], "Oracle@4", "--"), (b["best_single"], "best single model", ":"),
+                                       (b["majority_vote"], "majority vote", "-.")):
+                ax.axhline(value, linestyle=style, color="gray", linewidth=1)
+                ax.text(len(judges) - 0.5, value, f" {name} {value:.1f}", fontsize=7, va="bottom", ha="right")
+            ax.set_ylim(0, 100)
+        else:
+            ax.set_ylim(0, 1)
+        ax.legend(fontsize=7, loc="upper left")
+    fig.suptitle(f"SmolLM2-135M judge on {report['baselines']['problems']} held-out GSM8K problems (4 candidates each)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(report: dict, out: Path) -> dict[str, str]:
+    """Print the tables; write report.md, report.json and bo4.png; return their paths."""
+    table, prep = results_table(report), prep_table(report)
+    print("\n" + table + "\n\n" + prep + "\n", flush=True)
+    paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "bo4.png"}
+    plot(report, paths["plot"])
+    paths["report_json"].write_text(json.dumps({**report, "tie_rule": TIE_RULE}, indent=2))
+    args = report["arguments"]
+    paths["report_md"].write_text(
+        f"# GSM8K skill recipe: report\n\n`{report['command']}` — {report['baselines']['problems']} held-out problems, "
+        f"base model `{args['model']}`, skill `{args['skill']}`, seed {args['seed']}.\n\n{table}\n\n{TIE_RULE}.\n\n"
+        f"{prep}\n\n![best-of-4 and pair accuracy]({paths['plot'].name})\n\nStage times (s): "
+        f"{json.dumps(report['timings'])}\n\nTotal time of this invocation: {report['seconds']:.0f} s\n")
+    return {k: str(v) for k, v in paths.items()}

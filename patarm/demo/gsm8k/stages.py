@@ -1,0 +1,154 @@
+"""The data stages of one arm and its BT baseline, each skipped when its output exists:
+
+- the pointwise SFT corpus (`prep/pointwise/`): the verifier teacher judges both sides of every SFT pair
+  (`patarm.prep.corpus.pointwise_corpus`, prompts built by the skill prompt builder, margin filter > 2);
+- the RL set (`prep/rl/`): the SFT judge rolled out n times per side, pairs kept in the band
+  (`patarm.prep.corpus.rl_set`, the paper's rejection sampling);
+- the BT baseline (`prep/bt/pairs.jsonl`, `bt/`, `eval/bt.jsonl`): TRL's RewardTrainer on the same base model and
+  the pairs the judge trained on (SFT pairs + RL set), the reference appended to the question when disclosed.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from patarm.data import write_pairs
+from patarm.demo.gsm8k import data as gsm8k_data
+from patarm.demo.gsm8k import evaluate
+from patarm.demo.gsm8k.metrics import summarize_scores
+from patarm.io import read_json, write_jsonl
+
+logger = logging.getLogger("patarm.gsm8k")
+MIN_MARGIN = 2.0  # the paper's pointwise-corpus filter: chosen score − rejected score > 2
+
+
+def stage_args(stage: str, config: str, run_dir: Path, *flags: str) -> tuple[Any, ...]:
+    """A training stage's arguments from its config, in the arm's run folder, as `patarm <stage>` parses them."""
+    from patarm.train import parse_args as parse
+
+    return parse(stage, ["--config", config, "--run_dir", str(run_dir), *flags])
+
+
+def trained(folder: Path) -> bool:
+    """A training stage is complete once it has written its patarm_config.json (after the weights)."""
+    return (folder / "patarm_config.json").is_file()
+
+
+def judge_folder(folder: Path) -> Path:
+    """The folder to judge or continue from: `folder`, or its LoRA adapter merged into `<folder>-merged`."""
+    if not (folder / "adapter_config.json").is_file():
+        return folder
+    merged = folder.with_name(folder.name + "-merged")
+    if not trained(merged):
+        from patarm.export import export
+
+        export(folder, merged, overwrite=True)
+    return merged
+
+
+def train_stage(stage: str, args_tuple: tuple[Any, ...]) -> None:
+    trainer = importlib.import_module(f"patarm.train.{stage}").train(*args_tuple)
+    del trainer
+    gc.collect()
+
+
+def forget_eval(arm_dir: Path, stage: str) -> None:
+    """A stage was (re)trained: its old evaluation and cached judgments no longer describe it."""
+    for path in (arm_dir / "eval").glob(f"{stage}.*"):
+        path.unlink()
+
+
+def _renderer(args: Any):
+    """The prompt builder cut to `max_prompt_tokens` with the base model's tokenizer (as GRPO and eval cut)."""
+    from patarm.demo.gsm8k.prompts import skill_prompt
+    from patarm.judge.truncate import truncate_messages
+    from patarm.models import load_tokenizer, resolve_model
+
+    tokenizer = load_tokenizer(resolve_model(args.model))
+    return lambda pair, response, template: truncate_messages(skill_prompt(pair, response, template), tokenizer,
+                                                              args.max_prompt_tokens)[0]
+
+
+def _write_step(folder: Path, manifest: Any, files: dict[str, list]) -> None:
+    for name, rows in files.items():
+        write_jsonl(rows, folder / name)
+    manifest.write(str(folder / "manifest.json"))  # written last: its presence marks the step complete
+
+
+def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any) -> dict:
+    """The pointwise SFT corpus of the arm; returns its manifest."""
+    from patarm.demo.gsm8k.teacher import VerifierTeacher
+    from patarm.prep.corpus import pointwise_corpus
+
+    folder = d / "prep" / "pointwise"
+    if not (folder / "manifest.json").is_file():
+        started = time.time()
+        pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill)
+        rows, manifest = pointwise_corpus(pairs, VerifierTeacher(), evaluate.judge_template(), MIN_MARGIN,
+                                          render=_renderer(args))
+        kept = {r["pair_id"] for r in rows}
+        _write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
+        clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
+    return read_json(folder / "manifest.json")
+
+
+def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: Any) -> dict:
+    """The RL set: pool pairs whose share of right SFT-judge rollouts is in the kept band; returns its counts."""
+    from patarm.backends import GenerationOptions, make_backend
+    from patarm.prep.corpus import rl_set
+
+    folder = d / "prep" / "rl"
+    if not (folder / "manifest.json").is_file():
+        started = time.time()
+        pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill)
+        sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
+                               GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=1.0,
+                                                 batch_size=args.eval_batch_size),
+                               cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
+        kept, manifest = rl_set(pool, sampler, evaluate.judge_template(), n=args.rl_rollouts, low=args.rl_keep[0],
+                                high=args.rl_keep[1], seed=args.seed, render=_renderer(args))
+        sampler.cache.close()
+        _write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
+        clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")
+    manifest = read_json(folder / "manifest.json")
+    return {"pool": manifest["rows_in"], "kept": manifest["rows_out"], "dropped": manifest["dropped"],
+            "correct_rate_histogram": manifest.get("correct_rate_histogram", {})}
+
+
+def bt_pairs(d: Path, disclose: bool) -> list:
+    """The pairs the judge trained on (SFT corpus pairs, then the RL set), with the BT conversation."""
+    from patarm.data import load_pairs
+
+    pairs = []
+    for name in ("pointwise", "rl"):
+        path = d / "prep" / name / "pairs.jsonl"
+        if path.is_file() and path.stat().st_size:
+            pairs += load_pairs(str(path)).pairs
+    for p in pairs:
+        p.prompt = evaluate.bt_prompt(p.question, str(p.metadata["reference"]) if disclose else None)
+    return pairs
+
+
+def bt_stage(args: Any, d: Path, arm: str, heldout, disclose: bool, clock: Any) -> dict:
+    """Train the BT baseline on the arm's pairs and score the held-out candidates; returns its summary."""
+    started = time.time()
+    if not trained(d / "bt"):
+        write_pairs(bt_pairs(d, disclose), d / "prep" / "bt" / "pairs.jsonl")
+        forget_eval(d, "bt")
+        train_stage("bt", stage_args("bt", args.bt_config, d, "--model_name_or_path", args.model, "--seed",
+                                     str(args.seed)))
+        clock.done(f"{arm}/bt", started)
+    path = d / "eval" / "bt.jsonl"
+    if not path.is_file():
+        started = time.time()
+        evaluate.bt_scores(str(d / "bt"), heldout, disclose, path, args.eval_batch_size, args.eval_dtype,
+                           args.max_prompt_tokens)
+        clock.done(f"{arm}/eval-bt", started)
+    summary = summarize_scores(evaluate.load_records(path))
+    logger.info("%s / BT: pair accuracy %.3f, best-of-4 %.1f %%", arm, summary["pair_accuracy"], summary["best_of_n"])
+    return summary

