@@ -114,6 +114,17 @@ class ScoreHistogramCallback(TrainerCallback):
                 cb._wandb.log({"par/score_hist": cb._wandb.Histogram(scores)}, commit=False)
 
 
+class LogAtTrainBegin(TrainerCallback):
+    """Logs fixed values once training has begun, after the trackers' callbacks opened their writers under the
+    stage's output folder (a `trainer.log` before `train()` makes TensorBoard write to `./runs` instead)."""
+
+    def __init__(self, trainer: GRPOTrainer, values: dict[str, float]):
+        self.trainer, self.values = trainer, values
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.trainer.log(dict(self.values))
+
+
 def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTemplate], list]:
     """The function named by 'package.module:function' (or 'package.module.function')."""
     module_name, _, attr = spec.replace(":", ".").rpartition(".")
@@ -165,8 +176,8 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
     trainer.add_callback(ScoreHistogramCallback(rewards, trainer))
-    if truncated:
-        trainer.log({"data/truncated_prompts": float(truncated)})
+    if truncated:  # logged once training began: earlier, TensorBoard would open a writer in the working directory
+        trainer.add_callback(LogAtTrainBegin(trainer, {"data/truncated_prompts": float(truncated)}))
     train_and_save(trainer, "grpo", data, args, model_args)
     return trainer
 

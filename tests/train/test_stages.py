@@ -84,3 +84,23 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
     assert saved["grpo_curve"] and {"step", "pair_accuracy", "margin", "reward"} <= set(saved["grpo_curve"][0])
     assert Path(report["paths"]["plot"]).stat().st_size > 1000
     assert (tmp_path / "export" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_grpo_trackers_write_under_the_output_folder(tmp_path, monkeypatch, sft_judge):
+    """Truncated prompts are logged once training began: a log before `train()` opened TensorBoard's writer in
+    the working directory (`./runs/<date>`), outside the run folder."""
+    from patarm.train import grpo, parse_args as parse
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    out = tmp_path / "grpo"
+    args = parse("grpo", ["--config", str(ROOT / "configs/grpo/tiny.yaml"), "--model_name_or_path", str(sft_judge),
+                          "--train_file", str(DEMO), "--output_dir", str(out), "--max_steps", "1",
+                          "--max_prompt_length", "48", "--save_strategy", "no", "--report_to", "tensorboard"])
+    grpo.train(*args)
+    assert not (cwd / "runs").exists(), sorted(p.name for p in cwd.iterdir())
+    assert list((out / "runs").rglob("events.out.tfevents.*"))
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert any(r.get("data/truncated_prompts", 0) > 0 for r in rows)
