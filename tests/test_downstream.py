@@ -57,10 +57,19 @@ def test_ifeval_rows_map_the_case_instructions_and_agree_with_the_verifier_on_lo
     assert check_response(row, "THE SEA").strict == [True] and check_response(row, "the sea").strict == [False]
 
 
+def test_the_answer_is_what_follows_a_leading_think_block():
+    assert T.answer("<think>\n\n</think>\n\nthe sea") == "the sea"
+    assert T.answer("  <think>a</think> THE SEA <think>b</think>") == "THE SEA <think>b</think>"
+    assert T.answer("<think>never closed") == "" and T.answer("plain") == "plain"
+
+
 def test_rule_reward_and_monitor_log_the_verified_share():
     logged = {}
     reward = Monitored(RuleReward())
-    out = reward(["p"] * 3, ["all lower", "Not lower", "LOUD"], constraint=[LOWER, LOWER, UPPER],
+    # TRL's conversational completions; the policy's think block is not part of the answer (uppercase <THINK> would fail)
+    completions = [[{"role": "assistant", "content": c}] for c in
+                   ("<think>\n\n</think>\n\nall lower", "Not lower", "<think>\n\n</think>\n\nLOUD")]
+    out = reward(["p"] * 3, completions, constraint=[LOWER, LOWER, UPPER],
                  log_metric=lambda k, v: logged.setdefault(k, v))
     assert out == [1.0, 0.0, 1.0] and logged == {"verified/accuracy": pytest.approx(2 / 3)}
     assert reward.__name__ == "rule"

@@ -58,8 +58,9 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
     with contextlib.ExitStack() as stack:
         scorers = _scorers(args, out, bt, stack)
         items = read_jsonl(out / "task" / "heldout.jsonl")
-        evaluator = Evaluator(items, EvalSettings(args.eval_samples, args.eval_temperature, args.eval_max_new_tokens,
-                                                  seed=args.seed), scorers, _infobench_backend(args) if main else None)
+        settings = EvalSettings(args.eval_samples, args.eval_temperature, args.eval_max_new_tokens, seed=args.seed,
+                                enable_thinking=args.enable_thinking)
+        evaluator = Evaluator(items, settings, scorers, _infobench_backend(args) if main else None)
         if main:
             results["start"] = stage_eval(args, out / "eval" / "start.json", policy, evaluator)
             if args.synthetic:

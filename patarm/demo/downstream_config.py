@@ -61,10 +61,10 @@ class DownstreamArguments(RunArguments):
     infobench_evaluator: str | None = field(default=None, metadata={
         "help": "the model answering InFoBench's decomposed questions (a model spec, vllm:PATH or http(s)://...#NAME)"})
     # --- the policy
-    policy_model: str = field(default="tiny:hidden_size=64,num_layers=2,vocab_size=512", metadata=_path(
+    policy_model: str = field(default="tiny:hidden_size=128,num_layers=2,vocab_size=512", metadata=_path(
         "the policy's starting model (a model spec; `tiny:...` builds a small Qwen3 from the SFT corpus)"))
     policy_sft: bool = field(default=True, metadata={"help": "SFT the policy on the task first (synthetic task only)"})
-    policy_sft_examples: int = field(default=2000, metadata={"help": "SFT conversations for the policy"})
+    policy_sft_examples: int = field(default=8000, metadata={"help": "SFT conversations for the policy"})
     sft_violation_rate: float = field(default=0.3, metadata={
         "help": "share of the policy's SFT responses that break the instruction (the pair's rejected response)"})
     policy_sft_config: str = field(default=str(CONFIG_DIR / "downstream-sft.yaml"), metadata=_path(
@@ -79,6 +79,10 @@ class DownstreamArguments(RunArguments):
     eval_samples: int = field(default=4, metadata={"help": "sampled responses per held-out prompt (plus one greedy)"})
     eval_temperature: float = field(default=1.0, metadata={"help": "temperature of the sampled held-out responses"})
     eval_max_new_tokens: int = field(default=48, metadata={"help": "longest held-out response (tokens)"})
+    enable_thinking: bool = field(default=True, metadata={"help": (
+        "Qwen3's chat-template switch for the policy's prompts, in GRPO and measurement alike: true lets the policy "
+        "open its answer with its own (empty) think block, as the tiny policy's SFT taught it; false puts one into "
+        "the prompt (Qwen3's non-thinking mode). A leading think block is never part of the answer that is scored")})
     eval_backend: str = field(default="hf", metadata={"help": "generation for the before/after measurements",
                                                       "choices": ["hf", "vllm"]})
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from patarm.demo.downstream_task import verified
+from patarm.demo.downstream_task import answer, verified
 from patarm.io import append_jsonl
 
 logger = logging.getLogger("patarm.downstream")
@@ -39,6 +39,7 @@ class EvalSettings:
     max_new_tokens: int = 48
     batch_size: int = 64
     seed: int = 0
+    enable_thinking: bool = False  # Qwen3's chat-template switch, as the policy is trained with
 
 
 @dataclass
@@ -54,17 +55,18 @@ class Evaluator:
         from patarm.backends import GenerationOptions
 
         s = self.settings
-        return GenerationOptions(max_new_tokens=s.max_new_tokens, temperature=temperature, batch_size=s.batch_size)
+        return GenerationOptions(max_new_tokens=s.max_new_tokens, temperature=temperature, batch_size=s.batch_size,
+                                 enable_thinking=s.enable_thinking)
 
     def draw(self, make_backend: Callable[[Any], Any]) -> dict[str, list[list[str]]]:
-        """{"greedy": one response per item, "sampled": `samples` per item}; `make_backend(options)` gives a
-        patarm backend generating with those options."""
+        """{"greedy": one answer per item, "sampled": `samples` per item} (a leading think block removed);
+        `make_backend(options)` gives a patarm backend generating with those options."""
         prompts = [item["prompt"] for item in self.items]
         out = {"greedy": make_backend(self.options(0.0)).generate(prompts, 1)}
         if self.settings.samples:
             out["sampled"] = make_backend(self.options(self.settings.temperature)).generate(
                 prompts, self.settings.samples, seed=self.settings.seed)
-        return out
+        return {mode: [[answer(text) for text in texts] for texts in rows] for mode, rows in out.items()}
 
     def evaluate(self, model: Any, tokenizer: Any, scorer_names: Sequence[str] | None = None) -> dict[str, Any]:
         """A transformers model in memory (e.g. mid-training) measured; scorers limited to `scorer_names`."""

@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from patarm.demo.downstream_task import verified
+from patarm.demo.downstream_task import answer, verified
 from patarm.rewards import completion_text
 
 logger = logging.getLogger("patarm.downstream")
@@ -85,19 +85,21 @@ class ScalarReward:
 
 
 class Monitored:
-    """A reward function that also logs the rule verifier's acceptance rate of the same completions
-    (`verified/accuracy`) through TRL's `log_metric`; the reward itself is passed through unchanged."""
+    """A reward function of the policy's *answers* (a leading think block removed from each completion) that
+    also logs the rule verifier's acceptance rate of the same answers (`verified/accuracy`) through TRL's
+    `log_metric`; the inner reward's values are passed through unchanged."""
 
     def __init__(self, reward: Any):
         self.reward = reward
         self.__name__ = getattr(reward, "__name__", type(reward).__name__)
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], **kwargs: Any) -> list[float | None]:
-        rewards = self.reward(prompts, completions, **kwargs)
+        answers = [answer(completion_text(c)) for c in completions]
+        rewards = self.reward(prompts, answers, **kwargs)
         log_metric = kwargs.get("log_metric")
         constraints = kwargs.get("constraint")
         if callable(log_metric) and constraints is not None:
-            checks = [verified({"constraint": c}, completion_text(x)) for c, x in zip(constraints, completions)]
+            checks = [verified({"constraint": c}, x) for c, x in zip(constraints, answers)]
             checks = [c for c in checks if c is not None]
             if checks:
                 log_metric("verified/accuracy", sum(checks) / len(checks))
@@ -115,7 +117,8 @@ def served_judge(model: str, log_path: str | os.PathLike, extra_args: Sequence[s
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "patarm", "serve", "--model", str(model), "--port", "0", *map(str, extra_args)]
     with open(log_path, "a", encoding="utf-8") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.PIPE, text=True, env=os.environ.copy(),
+                                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         found: dict[str, str] = {}
         ready = threading.Event()
 
@@ -150,6 +153,18 @@ def served_judge(model: str, log_path: str | os.PathLike, extra_args: Sequence[s
                     proc.kill()
                     proc.wait()
             reader.join(timeout=10)
+
+
+def _die_with_parent() -> None:
+    """In the server's process before it starts (Linux): SIGTERM it when this process dies, even when killed
+    without a chance to clean up, so no judge server outlives its run."""
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
 
 
 def _wait_healthy(url: str, deadline: float) -> None:

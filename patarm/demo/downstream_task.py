@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,17 @@ def rl_rows(pairs: list, n: int, offset: int = 0) -> list[dict[str, Any]]:
     picked = [pairs[(offset + i) % len(pairs)] for i in range(n)]
     return [{"prompt": p.prompt, "domain": DOMAIN, "constraint": json.dumps(constraint_of(p).to_dict())}
             for p in picked]
+
+
+_THINK = re.compile(r"\A\s*<think>.*?</think>\s*", re.S)
+
+
+def answer(text: str) -> str:
+    """The answer part of a policy's response: a leading `<think>…</think>` block removed (Qwen3 chat templates
+    open every assistant turn with one); an unclosed think block leaves no answer."""
+    if text.lstrip().startswith("<think>") and "</think>" not in text:
+        return ""
+    return _THINK.sub("", text, count=1)
 
 
 def verified(item: dict[str, Any], response: str) -> bool | None:

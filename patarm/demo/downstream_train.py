@@ -27,6 +27,8 @@ def grpo_config(args: DownstreamArguments, out: Path, folder: Path) -> Any:
             str(args.grpo_steps), "--seed", str(args.seed)]
     _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
                             defaults=defaults)
+    # one switch for rollouts and measurement: a policy is measured on the prompts it was trained on
+    config.chat_template_kwargs = {**(config.chat_template_kwargs or {}), "enable_thinking": args.enable_thinking}
     return config
 
 
