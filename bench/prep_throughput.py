@@ -55,7 +55,7 @@ def bench_normalize(rows: int, work: Path) -> float:
         elapsed = time.perf_counter() - start
         assert manifest["rows_out"] == rows, manifest["dropped"]
         best = max(best, rows / elapsed)
-        print(f"normalize: {rows} rows in {elapsed:.2f} s ({manifest['formats']})")
+        print(f"normalize: {rows} rows in {elapsed:.2f} s ({manifest['layouts']})")
     return best
 
 

@@ -120,8 +120,9 @@ class StageParser(argparse.ArgumentParser):
 
         self.dataclass_types = list(dataclass_types)
         self.add_argument("-h", "--help", action="store_true", help="show the stage's own options and exit")
-        self.add_argument("--help-all", action="store_true", help="also show every option of the libraries below "
-                          "(TRL / transformers) and exit")
+        if any(t not in primary for t in self.dataclass_types) and primary:
+            self.add_argument("--help-all", action="store_true", help="also show every option of the libraries "
+                              "below (TRL / transformers) and exit")
         self.add_argument("--config", action="append", default=[], metavar="YAML",
                           help="a YAML file of `key: value` (repeatable; later files override earlier ones)")
         self.fields: dict[str, tuple[type, dataclasses.Field]] = {}
@@ -153,7 +154,7 @@ class StageParser(argparse.ArgumentParser):
         for action in required:  # a config file may give them: checked once the files are read
             action.required = False
         ns, rest = self.parse_known_args(list(argv))
-        if ns.help or ns.help_all:
+        if ns.help or getattr(ns, "help_all", False):
             self.print_help()
             raise SystemExit(0)
         if rest:

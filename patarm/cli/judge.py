@@ -44,24 +44,28 @@ class JudgeArguments(RunArguments):
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
 
 
+def _is_single(row: Any) -> bool:
+    return isinstance(row, dict) and "prompt" in row and isinstance(row.get("response"), str) and "chosen" not in row
+
+
 def _single_rows(path: str) -> list[dict] | None:
-    """Rows of single responses (`prompt` + `response`), or None when the file holds pairs."""
+    """Rows of single responses (`prompt` + `response`), or None when the file's first row is a pair."""
+    from itertools import chain
+
     from patarm.io import DataError, iter_jsonl
 
-    rows = []
-    for i, row in iter_jsonl(path):
+    rows = iter_jsonl(path)
+    first = next(rows, None)
+    if first is None or not _is_single(first[1]):
+        return None
+    out = []
+    for index, row in chain([first], rows):
         if isinstance(row, DataError):
-            return None if not rows else _raise(row)
-        if not (isinstance(row, dict) and "response" in row and "chosen" not in row):
-            return None if not rows else _raise(ValueError(f"{path}, line {i + 1}: expected a {{prompt, response}} row"))
-        if not isinstance(row.get("response"), str) or "prompt" not in row:
-            raise ValueError(f"{path}, line {i + 1}: single-response rows need 'prompt' and a text 'response'")
-        rows.append(row)
-    return rows or None
-
-
-def _raise(err: Exception) -> Any:
-    raise err
+            raise row
+        if not _is_single(row):
+            raise ValueError(f"{path}, line {index + 1}: expected a {{prompt, response}} row like the first one")
+        out.append(row)
+    return out
 
 
 def main(command: str, argv: list[str]) -> None:
@@ -79,7 +83,7 @@ def main(command: str, argv: list[str]) -> None:
         raise FileNotFoundError(f"--input {args.input} does not exist")
     values, _ = resolve_judge_options(args, args.mode)
     options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                batch_size=args.batch_size)
+                                batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
     template = load_template(values["template"], rubric_mode=values["rubric_mode"], score_range=values["score_range"])
     singles = _single_rows(args.input) if Path(args.input).is_file() else None
     backend = make_backend(args.model, options, name="judge")

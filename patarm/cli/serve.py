@@ -100,7 +100,7 @@ def main(command: str, argv: list[str]) -> None:
     try:
         scorer = load_scorer(args.model, args.backend, max_new_tokens=values["max_new_tokens"],
                              temperature=values["temperature"], batch_size=args.max_batch, template=values["template"],
-                             rubric_mode=values["rubric_mode"])
+                             rubric_mode=values["rubric_mode"], enable_thinking=values["enable_thinking"])
     except BaseException:
         sock.close()
         raise

@@ -36,7 +36,7 @@ class EvalArguments(RunArguments):
                                        "adaptive voting stops when the chance that more draws change the outcome is "
                                        "at most 1 - this; 1.0 stops only when they cannot change it"})
     tie_policy: str | None = field(default=None, metadata={"help": "a tie is wrong (strict) or half right (half); "
-                                   "default: each benchmark's official rule", "choices": [*TIE_POLICIES, None]})
+                                   "default: each benchmark's official rule", "choices": list(TIE_POLICIES)})
     limit: int | None = field(default=None, metadata={"help": "judge at most N items per benchmark (strata kept)"})
     template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
     rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
@@ -100,7 +100,7 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
     paths = data_paths(args.benchmark, args.data)
     items = {b: limit_items(registry.get(b).load(paths[b]), args.limit) for b in args.benchmark}  # fail early
     gen = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                            top_p=args.top_p, batch_size=args.batch_size)
+                            top_p=args.top_p, batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
     out.mkdir(parents=True, exist_ok=True)
     backend = make_backend(args.model, gen, cache=out / "cache.sqlite", progress=args.progress, name="eval")
     opts = JudgeOptions(mode=args.mode, num_samples=args.num_samples, voting=args.voting,

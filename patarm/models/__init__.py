@@ -15,9 +15,12 @@ A spec is one of
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Iterable
+
+logger = logging.getLogger(__name__)
 
 TINY = "tiny"
 # The tiny builder's knobs a spec may set, with their types.
@@ -92,19 +95,61 @@ def _hub_error(spec: str, err: Exception) -> FileNotFoundError:
                              f"({first}). Give the folder of a saved judge, or a hub id the machine can download")
 
 
+def stop_token_ids(tokenizer: Any, extra: Iterable[int | None] = ()) -> list[int]:
+    """Token ids that end an assistant turn: the tokenizer's eos, `extra` (e.g. a generation config's eos
+    ids), and the special token the chat template writes right after an assistant message (`<|im_end|>`
+    for ChatML, `<|eot_id|>` for Llama 3), which is the one a chat judge actually emits to stop."""
+    from patarm.models.gguf import end_of_turn_ids
+
+    ids = [tokenizer.eos_token_id, *extra]
+    if tokenizer.chat_template:
+        ids += end_of_turn_ids(tokenizer, {})
+    return list(dict.fromkeys(int(i) for i in ids if i is not None))
+
+
 def load_tokenizer(path: str, padding_side: str = "left") -> Any:
-    """A tokenizer with a pad token (the eos token when it has none)."""
+    """A tokenizer whose pad token is not a stop token when the vocabulary allows it.
+
+    Without a pad token, or padding with a stop token (eos / the template's end-of-turn token), a dedicated
+    token the chat template never writes is taken (`<|pad|>`, `<pad>`, ..., `<|endoftext|>`, the unknown
+    token); eos only when there is none. Padding with the stop token would let any code that masks labels
+    by pad id hide the very token that teaches the judge to stop (TRL's collators mask by position, so
+    training is safe either way; this keeps it safe for other code too)."""
     from transformers import AutoTokenizer
 
+    from patarm.models.gguf import choose_pad_token
+
     tokenizer = AutoTokenizer.from_pretrained(path, padding_side=padding_side)
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    stops = stop_token_ids(tokenizer)
+    if tokenizer.pad_token is None or tokenizer.pad_token_id in stops:
+        before = tokenizer.pad_token
+        tokenizer.pad_token = choose_pad_token(tokenizer, stops)[0]
+        if tokenizer.pad_token != before:
+            logger.info("%s: pad token %r (was %r%s)", path, tokenizer.pad_token, before,
+                        ", a stop token" if before is not None else "")
     return tokenizer
+
+
+def align_special_tokens(model: Any, tokenizer: Any) -> list[int]:
+    """Make generation stop at every stop token and pad with the tokenizer's pad token: the model's
+    generation config gets the tokenizer's eos and the chat template's end-of-turn token added to its
+    eos ids (a base checkpoint may list only `<|endoftext|>`), so `generate` and TRL's GRPO rollouts end
+    where a judgment ends. Returns the stop ids."""
+    gen = getattr(model, "generation_config", None)
+    known = [] if gen is None or gen.eos_token_id is None else (
+        [gen.eos_token_id] if isinstance(gen.eos_token_id, int) else list(gen.eos_token_id))
+    stops = stop_token_ids(tokenizer, known)
+    if gen is not None and stops:
+        gen.eos_token_id = stops if len(stops) > 1 else stops[0]
+        gen.pad_token_id = tokenizer.pad_token_id
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return stops
 
 
 def load_causal_lm(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.PathLike | None = None,
                    seed: int = 0, dtype: str | None = None, **model_kwargs: Any) -> tuple[Any, Any]:
-    """(causal LM, left-padding tokenizer) for a model spec."""
+    """(causal LM, left-padding tokenizer) for a model spec, with pad and stop tokens aligned
+    (`load_tokenizer`, `align_special_tokens`)."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -118,4 +163,5 @@ def load_causal_lm(spec: str, *, texts: Iterable[str] = (), output_dir: str | os
         if Path(path).is_dir():
             raise
         raise _hub_error(spec, err) from None
+    align_special_tokens(model, tokenizer)
     return model, tokenizer

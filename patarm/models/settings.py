@@ -24,7 +24,8 @@ def read_run_config(model: str | Path) -> dict[str, Any]:
 
 
 def judge_settings(model: str | Path) -> dict[str, Any]:
-    """{template, rubric_mode, score_range, max_new_tokens} the judge was trained with, where recorded."""
+    """{template, rubric_mode, score_range, max_new_tokens, enable_thinking} the judge was trained with,
+    where recorded."""
     config = read_run_config(model)
     data, training = config.get("data") or {}, config.get("training") or {}
     settings = {
@@ -32,6 +33,7 @@ def judge_settings(model: str | Path) -> dict[str, Any]:
         "rubric_mode": data.get("rubric_mode"),
         "score_range": data.get("score_range"),
         "max_new_tokens": training.get("max_completion_length") or data.get("max_judgment_tokens"),
+        "enable_thinking": data.get("enable_thinking"),
     }
     return {k: v for k, v in settings.items() if v is not None}
 
@@ -46,7 +48,7 @@ def resolve_judge_options(args: Any, default_template: str) -> tuple[dict[str, A
     trained = judge_settings(args.model)
     values, sources = {}, {}
     for key, fallback in (("template", default_template), ("rubric_mode", "adaptive"), ("score_range", None),
-                          ("max_new_tokens", 512)):
+                          ("max_new_tokens", 512), ("enable_thinking", False)):
         flag = getattr(args, key, None)
         value, source = ((flag, "flag") if flag is not None else (trained[key], "the judge's training config")
                          if key in trained else (fallback, "default"))

@@ -25,17 +25,18 @@ class SourceSpec:
     cap: int | None = field(default=None, metadata={"help": "keep at most this many pairs (seeded sample)"})
     name: str | None = field(default=None, metadata={"help": "`source` of rows without one"})
     domain: str | None = field(default=None, metadata={"help": "`domain` of rows without one"})
-    format: str = "auto"
+    layout: str = "auto"
+    layout_options: dict[str, Any] | None = None
     split: str = "train"
-    convert: str | None = None
     columns: dict[str, str] | None = None
     on_error: str = "raise"
 
     def load(self):
         """The source's pairs and the manifest of its loading."""
-        return load_source(NormalizeConfig(input=str(pairs_path(self.path)), format=self.format,
-                                           on_error=self.on_error, split=self.split, source_name=self.name,
-                                           domain=self.domain, convert=self.convert, columns=self.columns))
+        return load_source(NormalizeConfig(input=str(pairs_path(self.path)), layout=self.layout,
+                                           layout_options=self.layout_options, on_error=self.on_error,
+                                           split=self.split, source_name=self.name, domain=self.domain,
+                                           columns=self.columns))
 
 
 def source_spec(value: str | dict[str, Any]) -> SourceSpec:

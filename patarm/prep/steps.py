@@ -30,18 +30,20 @@ from patarm.prep.mix import excluded_ids, flip_labels, mix_pairs, source_spec
 from patarm.prep.normalize import NormalizeConfig, normalize
 
 
-def _help(text: str, default: Any = None, **kwargs: Any) -> Any:
+def _help(text: str, default: Any = None, path: bool = False, **kwargs: Any) -> Any:
+    """A documented field; `path`: an input path, read relative to a config file that sets it."""
+    metadata = {"help": text, **({"path": "input"} if path else {})}
     if "default_factory" in kwargs:
-        return field(metadata={"help": text}, **kwargs)
-    return field(default=default, metadata={"help": text})
+        return field(metadata=metadata, **kwargs)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
 class MixConfig:
-    sources: list = _help("paths / hub ids, or mappings {path, cap, name, domain, format, split, convert, "
-                          "columns, on_error}", default_factory=list)
+    sources: list = _help("paths / hub ids, or mappings {path, cap, name, domain, layout, layout_options, "
+                          "split, columns, on_error}", path=True, default_factory=list)
     drop_sources: list = _help("`source` values to drop (the paper: magpie_ultra)", default_factory=list)
-    exclude: list = _help("step dirs / pairs files whose pair ids are left out", default_factory=list)
+    exclude: list = _help("step dirs / pairs files whose pair ids are left out", path=True, default_factory=list)
     seed: int = _help("seed of the per-source cap sample and the shuffle", 0)
     shuffle: bool = _help("shuffle the mixed pairs", False)
 
@@ -51,7 +53,7 @@ class MixConfig:
 
 @dataclass
 class _OneInput:
-    input: str = _help("a step directory or a pairs.jsonl", "")
+    input: str = _help("a step directory or a pairs.jsonl", "", path=True)
 
     def input_paths(self) -> list[str]:
         return [str(pairs_path(self.input))]
@@ -94,7 +96,7 @@ class PairwiseConfig(_OneInput):
     template: str = _help("judge template name or YAML path", "pairwise")
     rubric_mode: str | None = _help("primary / generated / adaptive (default: the template's)", None)
     swap_every: int = _help("show every k-th pair with chosen as B (against position bias)", 2)
-    intersect_with: str | None = _help("keep only pairs also in this step's pairs (the pointwise subset)", None)
+    intersect_with: str | None = _help("keep only pairs also in this step's pairs (the pointwise subset)", None, path=True)
     seed: int | None = _help("teacher sampling seed", None)
 
     def input_paths(self) -> list[str]:

@@ -20,6 +20,7 @@ from patarm.data.schema import Messages
 from patarm.judge.judgment import Judgment
 from patarm.judge.parse import parse_judgment
 from patarm.judge.templates import PROMPT_DIR, JudgeTemplate, load_template, render_pointwise
+from patarm.judge.truncate import PromptFitter
 
 # The template a skill's static-routing prompt answers in: <eval> evidence lines, then <score>.
 SKILL_TEMPLATE = ("pointwise-compact", "primary")
@@ -120,9 +121,13 @@ def _bank_skill(name: str) -> Any:
 class JudgeScorer(Scorer):
     """Pointwise judging with a generation backend; `template` / `rubric_mode` are the server defaults."""
 
+    # Rollouts of an item with n > 1 are sampled at least this hot: n greedy rollouts would be n copies.
+    VOTING_TEMPERATURE = 0.7
+
     def __init__(self, backend: Any, template: str = "pointwise", rubric_mode: str | None = None,
                  name: str = "judge"):
         self.backend, self.name = backend, name
+        self.fit = PromptFitter(backend)  # every prompt fits the judge's window with room for its judgment
         self.default = load_template(template, rubric_mode=rubric_mode)
         if self.default.kind != "pointwise":
             raise ValueError(f"the server scores pointwise; template {template!r} is {self.default.kind}")
@@ -144,7 +149,7 @@ class JudgeScorer(Scorer):
             if item.resources:
                 raise ValueError("resources are mounted into a skill: give `skill` too")
             template = self._template(item)
-            messages = render_pointwise(item.prompt, item.response, template, domain=item.domain)
+            messages = self.fit(render_pointwise(item.prompt, item.response, template, domain=item.domain))
             return Prepared(messages, template, item.n)
         from patarm.skills.router import static_prompt
         from patarm.skills.session import mount
@@ -161,7 +166,12 @@ class JudgeScorer(Scorer):
         for i, p in enumerate(prepared):
             by_n[p.n].append(i)
         for n, indices in by_n.items():
-            texts = self.backend.generate([prepared[i].messages for i in indices], num_samples=n)
+            backend = self.backend
+            options = getattr(backend, "options", None)
+            if n > 1 and options is not None and options.temperature <= 0:
+                backend = with_sampling(backend, Sampling(max_tokens=options.max_new_tokens,
+                                                          temperature=self.VOTING_TEMPERATURE, top_p=options.top_p, n=n))
+            texts = backend.generate([prepared[i].messages for i in indices], num_samples=n)
             for i, t in zip(indices, texts):
                 outputs[i] = t
         return [self._result(p, texts) for p, texts in zip(prepared, outputs)]
@@ -200,7 +210,7 @@ def with_sampling(backend: Any, sampling: Sampling) -> Any:
 
 def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
                 batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
-                work_dir: str | os.PathLike | None = None) -> JudgeScorer:
+                work_dir: str | os.PathLike | None = None, enable_thinking: bool = False) -> JudgeScorer:
     """A JudgeScorer for a model spec (a folder, a hub id, `tiny[:...]`, a GGUF spec) on the `hf` or `vllm`
     backend."""
     from patarm.backends import GenerationOptions
@@ -213,7 +223,8 @@ def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, t
         texts = [m["content"] for p in load_pairs(DEMO_PAIRS).pairs for side in (p.chosen, p.rejected)
                  for m in render_pointwise(p.prompt, side, template)]
         path = resolve_model(model, texts=texts, output_dir=work_dir or os.path.join("runs", "serve"))
-    options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size)
+    options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size,
+                                enable_thinking=enable_thinking)
     if backend == "vllm":
         from patarm.backends.vllm import VLLMBackend
 

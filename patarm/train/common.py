@@ -1,9 +1,11 @@
-"""Pieces every training stage shares: model loading (any `patarm.models` spec), logging set-up,
-per-step metrics to a file, and checkpoints that are marked complete only after everything is written."""
+"""Pieces every training stage shares: model loading (any `patarm.models` spec), the thinking switch, the
+CPU precision choice, logging set-up, per-step metrics to a file, and checkpoints that are marked complete
+only after everything is written."""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -15,7 +17,11 @@ from transformers.trainer_callback import ProgressCallback
 from patarm.io import append_jsonl, write_json, write_jsonl
 from patarm.models.settings import RUN_CONFIG_FILE
 
+logger = logging.getLogger(__name__)
+
 COMPLETE_MARKER = "CHECKPOINT_COMPLETE"
+# /proc/cpuinfo flags of CPUs with native bf16 matrix instructions, where bf16 autocast beats fp32.
+CPU_BF16_FLAGS = ("amx_bf16", "avx512_bf16")
 
 _CKPT_RE = re.compile(r"^checkpoint-(\d+)$")
 
@@ -29,9 +35,39 @@ def load_model(model_args: Any, texts: Iterable[str], seed: int, output_dir: str
                           dtype=model_args.dtype)
 
 
+def thinking_switch(value: bool | None, model: str) -> bool:
+    """The chat template's `enable_thinking` for a stage: `value` when given, else what `model` (a judge
+    folder) was trained with, else False (the judge writes its judgment directly)."""
+    if value is not None:
+        return bool(value)
+    from patarm.models.settings import read_run_config
+
+    return bool((read_run_config(model).get("data") or {}).get("enable_thinking", False))
+
+
+def cpu_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[bool, str]:
+    """(whether bf16 autocast is the default on this CPU, why): yes when the CPU has native bf16 matrix
+    instructions (AMX-BF16 or AVX512-BF16, read from `cpuinfo`'s flags), where autocast runs the matmuls
+    in bf16 faster than fp32 (bench/real_model.py measures it); otherwise bf16 is emulated and slower."""
+    try:
+        flags = set(next((line.split(":", 1)[1].split() for line in Path(cpuinfo).read_text().splitlines()
+                          if line.startswith("flags")), []))
+    except OSError:
+        return False, f"{cpuinfo} is not readable, so bf16 support is unknown"
+    found = [f for f in CPU_BF16_FLAGS if f in flags]
+    if found:
+        return True, f"the CPU has {', '.join(found)}"
+    return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
+
+
 def setup_logging(args: Any) -> None:
     """Trackers write under the run's output folder (not the working directory), and wandb runs offline
-    when no API key is configured, instead of failing or prompting."""
+    when no API key is configured, instead of failing or prompting. On a CPU the run log says which
+    precision it trains in and why."""
+    if getattr(args, "use_cpu", False):
+        fast, why = cpu_bf16()
+        logger.info("CPU training in %s; %s, so the default here is %s", "bf16 autocast" if args.bf16 else "fp32",
+                    why, "bf16 autocast" if fast else "fp32")
     targets = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
     if "wandb" in targets or "all" in targets:
         os.environ.setdefault("WANDB_DIR", str(args.output_dir))
@@ -90,6 +126,42 @@ class JsonlMetricsCallback(TrainerCallback):
             append_jsonl({"step": state.global_step, **logs}, Path(args.output_dir) / "metrics.jsonl")
 
 
+def weight_fingerprint(named_tensors: Iterable[tuple[str, Any]]) -> dict[str, list]:
+    """{name: [sha256 of the fp32 bytes, sum]} of each tensor: equal fingerprints mean bit-equal weights,
+    and the sum shows how far apart unequal ones are."""
+    import hashlib
+
+    out = {}
+    for name, tensor in named_tensors:
+        t = tensor.detach().to("cpu", copy=True).float().contiguous()
+        out[name] = [hashlib.sha256(t.numpy().tobytes()).hexdigest(), float(t.double().sum())]
+    return out
+
+
+class WeightAuditCallback(TrainerCallback):
+    """`PATARM_WEIGHT_AUDIT=DIR`: at the end of training every process writes the fingerprint of its full
+    weights (gathered first under DeepSpeed ZeRO-3, where each process holds a shard) to `DIR/rank-<r>.json`,
+    so a multi-process or multi-node run can show that its processes ended with the same model."""
+
+    def __init__(self, folder: str):
+        self.folder = Path(folder)
+
+    def on_train_end(self, args, state, control, model=None, **kwargs):
+        import contextlib
+
+        params = list(model.named_parameters())
+        gather = contextlib.nullcontext()
+        if any(hasattr(p, "ds_id") for _, p in params):  # ZeRO-3: collective, every process takes part
+            import deepspeed
+
+            gather = deepspeed.zero.GatheredParameters([p for _, p in params], modifier_rank=None)
+        with gather:
+            fingerprint = weight_fingerprint(params)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_json({"rank": args.process_index, "step": state.global_step, "weights": fingerprint},
+                   self.folder / f"rank-{args.process_index}.json")
+
+
 class QuietProgressCallback(ProgressCallback):
     """The training progress bar without the metrics dict it prints at every log step (those go to
     metrics.jsonl and the trackers); the bar shows the latest loss instead."""
@@ -118,6 +190,8 @@ def train_and_save(trainer: Any, stage: str, data: Any, args: Any, model_args: A
     if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(QuietProgressCallback)
+    if os.environ.get("PATARM_WEIGHT_AUDIT"):
+        trainer.add_callback(WeightAuditCallback(os.environ["PATARM_WEIGHT_AUDIT"]))
     trainer.train(resume_from_checkpoint=resolve_resume(args.resume_from_checkpoint, args.output_dir))
     trainer.save_model(args.output_dir)
     write_run_config(args.output_dir, stage, data, args, model_args, trainer)

@@ -22,7 +22,9 @@ from patarm.data import PreferencePair, load_pairs
 from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
-from patarm.train.common import AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save
+from patarm.train.common import (
+    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, thinking_switch, train_and_save,
+)
 from patarm.judge.truncate import truncate_judge_rows
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,9 @@ class GRPODataArguments(RunArguments):
         "help": "PAR margin f(δ): 'graded' (1.2 / 1.4 at δ>2), 'constant' (1.3) or a dotted path to a function."})
     max_prompt_length: int | None = field(default=None, metadata={
         "help": "Truncate judge prompts longer than this many tokens (conversation first, then the response)."})
+    enable_thinking: bool | None = field(default=None, metadata={
+        "help": "Qwen3's thinking switch for the rollouts' chat template (see `patarm sft --help`); default: what the "
+                "starting judge was trained with (its patarm_config.json), else false"})
 
 
 @dataclass
@@ -129,6 +134,9 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     rows, manifest = judge_rows(data)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
+    data.enable_thinking = thinking_switch(data.enable_thinking, model_args.model_name_or_path)
+    # rollouts are rendered as the judge was trained and as `patarm judge` will prompt it
+    args.chat_template_kwargs = {"enable_thinking": data.enable_thinking, **(args.chat_template_kwargs or {})}
     truncated = 0
     if data.max_prompt_length:
         rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)

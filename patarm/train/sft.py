@@ -1,11 +1,17 @@
 """Supervised fine-tuning of a judge on pointwise and/or pairwise judgment corpora (PaTaRM §3.3,
-stage 1) with TRL's SFTTrainer and assistant-only loss.
+stage 1) with TRL's SFTTrainer, the loss on the judgment only.
 
     accelerate launch -m patarm sft --config configs/sft/tiny.yaml
 
 A corpus row is `{"messages": [..judge prompt.., {"role": "assistant", "content": judgment}]}` — what
 `patarm prep`'s pointwise and pairwise steps write to `{run_dir}/prep/<step>/sft.jsonl`; extra columns
 are ignored.
+
+Any chat model family: where TRL can mark the assistant turn of the model's chat template (the template
+has `{% generation %}` markers, or TRL ships a training variant of it: Qwen3, Llama 3, Gemma, Phi-3, ...)
+rows stay `messages` with `assistant_only_loss`; otherwise (e.g. SmolLM2's ChatML) each row becomes
+TRL's prompt/completion format — the judge prompt as `prompt`, the judgment as `completion` — and TRL's
+`completion_only_loss` keeps the loss on the judgment (`loss_format`).
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from patarm.train.common import (
 
 logger = logging.getLogger(__name__)
 
+LOSS_FORMATS = ("auto", "messages", "prompt-completion", "full")
+
 
 @dataclass
 class SFTDataArguments(RunArguments):
@@ -42,6 +50,16 @@ class SFTDataArguments(RunArguments):
     rubric_mode: str | None = field(default=None, metadata={"help": "the corpus's rubric mode, recorded likewise"})
     max_judgment_tokens: int | None = field(default=None, metadata={"help": "the judgment length judges of this run "
                                             "get by default (default: the corpus's longest judgment + 25 %)"})
+    loss_format: str = field(default="auto", metadata={
+        "help": "how the loss stays on the judgment: 'messages' (TRL's assistant_only_loss; needs a chat template TRL "
+                "can mark, e.g. Qwen3), 'prompt-completion' (TRL's completion_only_loss; any chat template), 'auto' "
+                "(messages where the template allows it, else prompt-completion), or 'full' (loss on every token)",
+        "choices": list(LOSS_FORMATS)})
+    enable_thinking: bool = field(default=False, metadata={
+        "help": "Qwen3's thinking switch, passed to the chat template and recorded for judging: false renders the "
+                "empty <think></think> block of non-thinking mode, so the judge writes its judgment directly; true "
+                "leaves the block to the judge (an optional leading <think> is part of the judgment format). Chat "
+                "templates without the switch ignore it"})
 
 
 class PaTaRMSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -84,8 +102,59 @@ def _most_common(values: list) -> Any:
     return Counter(values).most_common(1)[0][0] if values else None
 
 
+def template_marks_assistant(tokenizer: Any) -> bool:
+    """Whether TRL can mask the assistant turns of the tokenizer's chat template: it has `{% generation %}`
+    markers, or TRL ships a training variant of it that it swaps in (Qwen3, Llama 3, Gemma, Phi-3, ...)."""
+    from trl.chat_template_utils import get_training_chat_template, has_generation_markers
+
+    template = tokenizer.chat_template
+    if not template:
+        return False
+    if has_generation_markers(template):
+        return True
+    try:
+        get_training_chat_template(tokenizer)
+    except ValueError:  # "The chat template is not training-compatible ... patching is not supported"
+        return False
+    return True
+
+
+def choose_loss_format(requested: str, tokenizer: Any, args: SFTConfig) -> str:
+    """The row format that keeps the loss on the judgment with this tokenizer (see `loss_format`), with
+    `args.assistant_only_loss` / `args.completion_only_loss` set to match. An explicit
+    `completion_only_loss: false` without `assistant_only_loss` asks for the loss on every token."""
+    if requested not in LOSS_FORMATS:
+        raise ValueError(f"loss_format {requested!r}: choose one of {', '.join(LOSS_FORMATS)}")
+    if requested == "auto":
+        if args.completion_only_loss is False and not args.assistant_only_loss:
+            requested = "full"
+        else:
+            requested = "messages" if template_marks_assistant(tokenizer) else "prompt-completion"
+    elif requested == "messages" and not template_marks_assistant(tokenizer):
+        raise ValueError("loss_format 'messages' needs a chat template with {% generation %} markers or one TRL ships a "
+                         "training variant of; this tokenizer's has neither. Use loss_format prompt-completion (or auto)")
+    args.assistant_only_loss = requested == "messages"
+    args.completion_only_loss = requested == "prompt-completion"
+    why = {"messages": "messages rows, TRL's assistant_only_loss (the chat template marks the assistant turn)",
+           "prompt-completion": "prompt/completion rows, TRL's completion_only_loss (the chat template has no "
+                                "{% generation %} markers TRL can use)",
+           "full": "messages rows, loss on every token (completion_only_loss and assistant_only_loss are off)"}
+    logger.info("SFT loss format: %s", why[requested])
+    return requested
+
+
+def to_training_rows(rows: list[dict], loss_format: str, enable_thinking: bool) -> list[dict]:
+    """Rows as TRL reads them: `messages`, or `prompt` (the judge prompt) + `completion` (the judgment);
+    `chat_template_kwargs` carries the thinking switch to every chat-template call TRL makes."""
+    kwargs = {"enable_thinking": enable_thinking}
+    if loss_format == "prompt-completion":
+        return [{"prompt": r["messages"][:-1], "completion": r["messages"][-1:], "chat_template_kwargs": kwargs}
+                for r in rows]
+    return [{"messages": r["messages"], "chat_template_kwargs": kwargs} for r in rows]
+
+
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:
-    """Load corpora and the judge, train with assistant-only loss, save."""
+    """Load corpora and the judge, train with the loss on the judgment only, save."""
     setup_logging(args)
     rows = load_sft_rows(data.train_files, data.max_rows)
     templates, modes = [r.pop("template") for r in rows], [r.pop("rubric_mode") for r in rows]
@@ -93,12 +162,14 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
     data.rubric_mode = data.rubric_mode or _most_common(modes)
     texts = [m["content"] for r in rows for m in r["messages"]]
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
+    data.loss_format = choose_loss_format(data.loss_format, tokenizer, args)
     if data.max_judgment_tokens is None:  # so `patarm judge/eval/serve` size their generation to this judge
         longest = max(len(tokenizer(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) for r in rows)
         data.max_judgment_tokens = int(longest * 1.25) + 8
     trainer = PaTaRMSFTTrainer(
-        model=model, args=args, train_dataset=Dataset.from_list(rows), processing_class=tokenizer,
-        peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
+        model=model, args=args, processing_class=tokenizer, peft_config=get_peft_config(model_args),
+        train_dataset=Dataset.from_list(to_training_rows(rows, data.loss_format, data.enable_thinking)),
+        callbacks=[JsonlMetricsCallback()],
     )
     train_and_save(trainer, "sft", data, args, model_args)
     if trainer.accelerator.is_main_process:

@@ -8,24 +8,16 @@ pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), 
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from patarm.io import read_jsonl
 from patarm.verify.sandbox import Limits, SandboxPool, Verdict
 
 HUB_DATASET = "openai/openai_humaneval"
 DEFAULT_KS = (1, 10, 100)
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Rows of a .jsonl or .jsonl.gz file (blank lines skipped)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def load_problems(path: str | Path | None = None) -> dict[str, dict]:

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from patarm.verify.humaneval import read_jsonl
+from patarm.io import read_jsonl
 
 SEED = 0  # the official code draws a random letter for two malformed rows: fix it
 

@@ -19,8 +19,6 @@ from patarm.data import (
     write_pairs,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks"
-PAIRS_DIR = SHARED / "preference-pairs"
 
 
 def user(text):
@@ -71,8 +69,9 @@ def test_implicit_prompt_and_skywork_style():
     pair = result.pairs[0]
     assert (pair.prompt, pair.chosen, pair.rejected) == (convo, "Blue", "Red again")
     assert pair.source == "magpie_ultra"  # the row's own source wins
-    assert result.manifest.extra["formats"] == {"implicit_prompt": 1}
-    assert load_pairs([row], format="skywork").pairs[0].to_dict() == pair.to_dict()
+    assert result.manifest.extra["layouts"] == {"implicit_prompt": 1}
+    assert load_pairs([row], layout="skywork").pairs[0].to_dict() == pair.to_dict()
+    assert load_pairs([row], format="implicit_prompt").pairs[0].to_dict() == pair.to_dict()  # the older spelling
 
 
 def test_sharegpt_with_system_and_multi_turn():
@@ -110,7 +109,7 @@ def test_canonical_row_round_trips(tmp_path):
     back = load_pairs(path)
     assert [p.to_dict() for p in back] == [row, other.to_dict()]
     assert back[1].id == "7" and "pair_id" not in back[1].metadata
-    assert back.manifest.extra["formats"] == {"canonical": 2}
+    assert back.manifest.extra["layouts"] == {"canonical": 2}
 
 
 @settings(max_examples=40, deadline=None)
@@ -176,8 +175,8 @@ def test_missing_file_and_bad_arguments(tmp_path):
         load_pairs("data/missing.jsonl")  # owner/name-shaped, but a file name, so not a hub id
     with pytest.raises(ValueError, match="on_error"):
         load_pairs([GOOD], on_error="ignore")
-    with pytest.raises(ValueError, match="unknown preference-data format"):
-        load_pairs([GOOD], format="alpaca")
+    with pytest.raises(ValueError, match="unknown preference-data layout 'alpaca'.*standard"):
+        load_pairs([GOOD], layout="alpaca")
     (tmp_path / "p.csv").write_text("a,b\n")
     with pytest.raises(ValueError, match="unsupported file type"):
         load_pairs(tmp_path / "p.csv")
@@ -258,8 +257,8 @@ def test_malformed_row_raises_naming_file_row_and_field(tmp_path, row, reason, f
     with pytest.raises(DataError) as info:
         load_pairs(path)
     err = info.value
-    assert (err.reason, err.row, err.field, err.path) == (reason, 2, field, str(path))
-    assert "prefs.jsonl" in str(err) and "row 2" in str(err) and reason in str(err)
+    assert (err.reason, err.row, err.line, err.field, err.path) == (reason, 2, 3, field, str(path))
+    assert "prefs.jsonl, line 3" in str(err) and reason in str(err)  # the third line: what an editor shows
     if field:
         assert f"field '{field}'" in str(err)
     assert reason in REASONS
@@ -267,7 +266,7 @@ def test_malformed_row_raises_naming_file_row_and_field(tmp_path, row, reason, f
 
 def test_broken_json_line_raises_with_its_line(tmp_path):
     path = write_jsonl(tmp_path / "prefs.jsonl", [GOOD, '{"prompt": "q", "chosen": ', GOOD])
-    with pytest.raises(DataError, match=r"prefs.jsonl, row 1: line 2 is not valid JSON") as info:
+    with pytest.raises(DataError, match=r"prefs.jsonl, line 2: not valid JSON") as info:
         load_pairs(path)
     assert info.value.reason == "bad_json"
 
@@ -290,22 +289,22 @@ def test_skip_counts_every_reason_and_keeps_the_manifest_consistent(tmp_path):
     assert dict(manifest.dropped) == expected
     assert (manifest.rows_in, manifest.rows_out, len(result)) == (len(rows), 2, 2)
     assert manifest.consistent
-    assert "row 1" in manifest.examples["not_an_object"]
-    assert manifest.extra["formats"] == {"standard": 2}
+    assert "line 2" in manifest.examples["not_an_object"]
+    assert manifest.extra["layouts"] == {"standard": 2}
     out = tmp_path / "manifest.json"
     manifest.write(str(out))
     assert json.loads(out.read_text())["dropped"]["bad_prompt"] == 2
 
 
-def test_forced_format_rejects_other_layouts():
+def test_named_layout_rejects_other_layouts():
     with pytest.raises(DataError) as info:
-        pair_from_row(GOOD, format="sharegpt")
+        pair_from_row(GOOD, layout="sharegpt")
     assert (info.value.reason, info.value.field) == ("missing_field", "conversations")
     conversational = {"prompt": [user("q")], "chosen": [assistant("a")], "rejected": [assistant("b")]}
     with pytest.raises(DataError) as info:
-        pair_from_row(conversational, format="standard")
+        pair_from_row(conversational, layout="standard")
     assert (info.value.reason, info.value.field) == ("wrong_type", "prompt")
-    assert pair_from_row(conversational, format="conversational").chosen == "a"
+    assert pair_from_row(conversational, layout="conversational").chosen == "a"
 
 
 # --------------------------------------------------------------------------- writing
@@ -330,28 +329,31 @@ def test_write_pairs_is_atomic(tmp_path):
 # --------------------------------------------------------------------------- real data
 
 
-def real_file(name: str) -> Path:
-    path = PAIRS_DIR / name
-    if not path.is_file():
-        pytest.skip(f"shared benchmark data not found at {path} (a fresh clone has no ../shared)")
-    return path
+@pytest.fixture
+def real_file(bench):
+    def find(name: str) -> Path:
+        path = bench / "preference-pairs" / name
+        if not path.is_file():
+            pytest.skip(f"shared benchmark data not found at {path}")
+        return path
+    return find
 
 
-def test_real_llamafactory_sharegpt_demo():
+def test_real_llamafactory_sharegpt_demo(real_file):
     result = load_pairs(real_file("dpo_en_demo.json"))
     manifest = result.manifest
     assert (len(result), manifest.rows_in, dict(manifest.dropped)) == (300, 300, {})
-    assert manifest.consistent and manifest.extra["formats"] == {"sharegpt": 300}
+    assert manifest.consistent and manifest.extra["layouts"] == {"sharegpt": 300}
     # The demo repeats five rows verbatim (e.g. rows 13 and 157): counted, not dropped.
     assert manifest.extra["duplicate_ids"] == 5
     assert all(p.prompt[-1]["role"] == "user" and p.source == "dpo_en_demo" for p in result)
     assert sum(p.prompt[0]["role"] == "system" for p in result) == 80
 
 
-def test_real_llamafactory_v1_messages_demo():
+def test_real_llamafactory_v1_messages_demo(real_file):
     result = load_pairs(real_file("v1_dpo_demo.jsonl"))
     assert (len(result), dict(result.manifest.dropped)) == (10, {})
-    assert result.manifest.extra["formats"] == {"messages": 10}
+    assert result.manifest.extra["layouts"] == {"messages": 10}
     assert all([m["role"] for m in p.prompt] == ["system", "user"] for p in result)
     # Every rejected reply starts with a stray space; the loader keeps responses verbatim.
     assert all(p.rejected.startswith(" ") and not p.chosen.startswith(" ") for p in result)

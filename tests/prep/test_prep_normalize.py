@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from patarm.data import DataError
-from patarm.prep.convert import helpsteer2_messages
 from helpers import run_cli
+from patarm.data.layouts.helpsteer import helpsteer2_messages
 from patarm.io import sha256_file
 from patarm.prep.io import read_pairs, step_is_done
 from patarm.prep.normalize import NormalizeConfig, normalize
@@ -20,8 +20,6 @@ from patarm.prep.normalize import NormalizeConfig, normalize
 def prep_main(argv):
     run_cli("prep", *argv)
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "benchmarks"
-DEMO = SHARED / "preference-pairs" / "dpo_en_demo.json"
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -54,7 +52,7 @@ def test_raise_names_file_row_field(tmp_path):
     src = write_jsonl(tmp_path / "in.jsonl", MIXED)
     with pytest.raises(DataError) as info:
         normalize(NormalizeConfig(input=str(src)), tmp_path / "out")
-    assert str(src) in str(info.value) and "row 1" in str(info.value) and "'rejected'" in str(info.value)
+    assert f"{src}, line 2, field 'rejected'" in str(info.value)
     assert not (tmp_path / "out" / "manifest.json").exists()
 
 
@@ -63,7 +61,7 @@ def test_cli_exit_message_and_summary(tmp_path, capsys):
     with pytest.raises(SystemExit) as info:
         prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o")])
     err = capsys.readouterr().err
-    assert info.value.code == 2 and "row 1" in err and "identical_responses" in err
+    assert info.value.code == 2 and "line 2" in err and "identical_responses" in err
     prep_main(["normalize", "--input", str(src), "--output", str(tmp_path / "o"), "--on-error", "skip"])
     assert "rows_in=5 rows_out=2" in capsys.readouterr().out
 
@@ -85,14 +83,14 @@ def test_helpsteer3_and_helpsteer2(tmp_path):
         {"domain": "stem", "context": ctx, "response1": "4", "response2": "5", "overall_preference": -2},
         {"domain": "stem", "context": ctx, "response1": "5", "response2": "4", "overall_preference": 3},
         {"domain": "stem", "context": ctx, "response1": "4", "response2": "four", "overall_preference": 0}])
-    m = normalize(NormalizeConfig(input=str(hs3), convert="helpsteer3"), tmp_path / "a")
+    m = normalize(NormalizeConfig(input=str(hs3), layout="helpsteer3"), tmp_path / "a")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (3, 2, {"tie": 1})
     assert [p.chosen for p in read_pairs(tmp_path / "a")] == ["4", "4"]
     rated = [{"prompt": "Hi\n<extra_id_1>Assistant\nHello\n<extra_id_1>User\nName a fruit", "response": r, "helpfulness": h}
              for r, h in (("apple", 4), ("rock", 1))] + [{"prompt": "Same?", "response": r, "helpfulness": 2}
                                                           for r in ("x", "y")]
     hs2 = write_jsonl(tmp_path / "hs2.jsonl", rated)
-    m = normalize(NormalizeConfig(input=str(hs2), convert="helpsteer2_ratings"), tmp_path / "b")
+    m = normalize(NormalizeConfig(input=str(hs2), layout="helpsteer2_ratings"), tmp_path / "b")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (2, 1, {"tie": 1})
     pair = read_pairs(tmp_path / "b")[0]
     assert (pair.chosen, pair.rejected, len(pair.prompt)) == ("apple", "rock", 3)
@@ -100,10 +98,12 @@ def test_helpsteer3_and_helpsteer2(tmp_path):
         {"role": "assistant", "content": "Hello"}
 
 
-@pytest.mark.skipif(not DEMO.is_file(), reason=f"shared benchmark data not present at {DEMO}")
-def test_real_demo_file_through_the_cli(tmp_path):
+def test_real_demo_file_through_the_cli(tmp_path, bench):
+    demo = bench / "preference-pairs" / "dpo_en_demo.json"
+    if not demo.is_file():
+        pytest.skip(f"shared benchmark data not present at {demo}")
     out = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "patarm", "prep", "normalize", "--input", str(DEMO),
+    proc = subprocess.run([sys.executable, "-m", "patarm", "prep", "normalize", "--input", str(demo),
                            "--output", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120,
                           env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr

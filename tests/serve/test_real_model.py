@@ -46,7 +46,7 @@ def pairs():
 
 
 def test_served_judgments_equal_in_process_ones(scorer, pairs):
-    items = [{"prompt": p.prompt, "response": p.chosen, "domain": p.domain, "n": 2} for p in pairs]
+    items = [{"prompt": p.prompt, "response": p.chosen, "domain": p.domain, "n": 1} for p in pairs]
     direct = scorer.score([ScoreItem(**i) for i in items])
     with ServerThread(create_app(scorer, ServeConfig(max_batch=8))) as url:
         served = httpx.post(url + "/v1/judge", json={"items": items}, timeout=120).json()["results"]
@@ -128,3 +128,10 @@ def test_trl_grpo_trains_with_the_served_judge_as_its_reward(scorer, judge_dir, 
         reward.close()
     assert served and sum(served) >= 4
     assert any("rewards/patarm_judge/mean" in log for log in trainer.state.log_history)
+
+
+def test_several_rollouts_on_a_greedy_server_are_sampled(scorer, pairs):
+    """n > 1 greedy rollouts would be n copies: a greedy server samples them (temperature 0.7)."""
+    result = scorer.score([ScoreItem(prompt=pairs[0].prompt, response=pairs[0].chosen, n=4)])[0]
+    texts = [j.text for j in result.judgments]
+    assert len(texts) == 4 and len(set(texts)) > 1

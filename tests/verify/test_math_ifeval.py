@@ -35,7 +35,8 @@ def test_math_cli(tmp_path, capsys):
             {"gold": "A: 18", "solution": "A: 26", "is_correct": False}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     verify_main(["math", "--input", str(path)])
-    assert json.loads(capsys.readouterr().out) == {"n": 2, "correct_pct": 50.0, "agreement_pct": 100.0}
+    assert json.loads(capsys.readouterr().out) == {"n": 2, "correct_pct": 50.0, "agreement_pct": 100.0, "agree": 2,
+                                                   "flagged": 2}
 
 
 @pytest.fixture
