@@ -38,7 +38,8 @@ class DownstreamArguments(RunArguments):
         "help": "reward for a response the judge could not score (default: none, left out of the advantages)"})
     bt_model: str | None = field(default=None, metadata=_path(
         "a trained BT reward model folder (default: trained into {run_dir}/bt on the judge's training pairs)"))
-    bt_max_pairs: int | None = field(default=None, metadata={"help": "train the BT model on at most this many pairs"})
+    bt_max_pairs: int | None = field(default=6400, metadata={
+        "help": "train the BT model on at most this many of the judge's pairs (its loss is ~0 long before 6,400)"})
     bt_config: str = field(default=str(CONFIG_DIR / "downstream-bt.yaml"), metadata=_path(
         "the `patarm bt` config of the BT reward model"))
     score_with: list[str] = field(default_factory=lambda: ["judge", "bt"], metadata={
@@ -65,7 +66,7 @@ class DownstreamArguments(RunArguments):
         "the policy's starting model (a model spec; `tiny:...` builds a small Qwen3 from the SFT corpus)"))
     policy_sft: bool = field(default=True, metadata={"help": "SFT the policy on the task first (synthetic task only)"})
     policy_sft_examples: int = field(default=8000, metadata={"help": "SFT conversations for the policy"})
-    sft_violation_rate: float = field(default=0.3, metadata={
+    sft_violation_rate: float = field(default=0.5, metadata={
         "help": "share of the policy's SFT responses that break the instruction (the pair's rejected response)"})
     policy_sft_config: str = field(default=str(CONFIG_DIR / "downstream-sft.yaml"), metadata=_path(
         "the `patarm sft` config of the policy's SFT"))
