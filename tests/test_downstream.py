@@ -121,6 +121,7 @@ def test_measure_counts_each_measure_over_its_own_items():
     m = measure([(items[0], "this is a simple sentence in english"), (items[0], "Not"), (items[1], "YES")],
                 {"judge": judge})
     assert (m["n"], m["verified"], m["n_verified"]) == (3, pytest.approx(2 / 3), 3)
+    assert m["words"] == 3.0  # (7 + 1 + 1) / 3
     assert (m["ifeval_strict"], m["n_ifeval"]) == (0.5, 2)
     assert m["judge"] == 6.0 and m["judge_valid"] == pytest.approx(2 / 3) and calls == [3]
 

@@ -116,9 +116,12 @@ class Evaluator:
 
 def measure(flat: list[tuple[dict[str, Any], str]], scorers: dict[str, Scorer], infobench_backend: Any = None,
             ) -> dict[str, Any]:
-    """The measures of (item, response) pairs: verified accuracy, IFEval prompt-level strict / loose accuracy,
-    InFoBench-style DRFR, each reward model's mean score; `n_*` say over how many responses each is taken."""
+    """The measures of (item, response) pairs: mean answer length (words), verified accuracy, IFEval prompt-level
+    strict / loose accuracy, InFoBench-style DRFR, each reward model's mean score; `n_*` say over how many
+    responses each is taken."""
     out: dict[str, Any] = {"n": len(flat)}
+    if flat:  # a policy that games its reward often collapses to short answers: the length shows it
+        out["words"] = sum(len(r.split()) for _, r in flat) / len(flat)
     rule = [v for item, r in flat if (v := verified(item, r)) is not None]
     if rule:
         out.update(verified=sum(rule) / len(rule), n_verified=len(rule))

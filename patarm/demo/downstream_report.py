@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 # Measures in the table: (key, column title); accuracies are fractions, rewards are the models' own scales.
-COLUMNS = (("verified", "verified acc."), ("ifeval_strict", "IFEval strict"), ("ifeval_loose", "IFEval loose"),
+COLUMNS = (("words", "words / answer"), ("verified", "verified acc."), ("ifeval_strict", "IFEval strict"), ("ifeval_loose", "IFEval loose"),
            ("drfr", "InFoBench DRFR"), ("judge", "judge score (1–10)"), ("bt", "BT score"))
 NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (SFT policy)",
          "grpo-judge": "GRPO, reward = PaTaRM judge (served)", "grpo-bt": "GRPO, reward = BT reward model",
