@@ -296,3 +296,18 @@ def test_the_loop_end_to_end_on_small_sizes_and_resumed(tmp_path, capsys):
     run_cli(*argv)
     assert {p: p.stat().st_mtime for p in ds.rglob("*.safetensors")} == stamps  # nothing retrained
     assert "downstream finished" in capsys.readouterr().out
+
+
+def test_progress_bar_survives_a_step_where_no_rollout_was_scored():
+    """A judge that scores none of a step's rollouts makes TRL log reward None: the bar must not crash on it."""
+    from types import SimpleNamespace
+
+    from tqdm import tqdm
+
+    from patarm.train.common import QuietProgressCallback
+
+    callback = QuietProgressCallback()
+    callback.training_bar = tqdm(total=2, disable=True)
+    state = SimpleNamespace(is_world_process_zero=True)
+    callback.on_log(None, state, None, logs={"loss": 0.5, "reward": None})
+    assert callback.training_bar.postfix == "loss=0.5"
