@@ -267,9 +267,9 @@ def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
     """Per step: the trained reward and the rollouts' verified accuracy; per measurement: held-out measures."""
     steps = []
     for m in read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []:
-        trained = next((v for k, v in m.items() if k.startswith("rewards/") and k.endswith("/mean")), None)
-        if trained is not None:
-            steps.append({"step": m["step"], "reward": trained, "verified": m.get("verified/accuracy")})
+        keys = [k for k in m if k.startswith("rewards/") and k.endswith("/mean")]
+        if keys:  # a step where the reward scored no rollout (None) still has its rollouts' verified accuracy
+            steps.append({"step": m["step"], "reward": m[keys[0]], "verified": m.get("verified/accuracy")})
     heldout = [{"step": 0, **{k: start[k] for k in ("greedy", "sampled") if k in start}}]
     if (folder / "heldout.jsonl").is_file():
         heldout += read_jsonl(folder / "heldout.jsonl")
