@@ -168,7 +168,9 @@ class QuietProgressCallback(ProgressCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if state.is_world_process_zero and self.training_bar is not None and logs:
-            shown = {k: logs[k] for k in ("loss", "reward", "par/pair_accuracy") if k in logs}
+            # a step whose rollouts got no reward at all (e.g. a judge that parsed none) logs None: skip it
+            shown = {k: logs[k] for k in ("loss", "reward", "par/pair_accuracy")
+                     if isinstance(logs.get(k), (int, float))}
             if shown:
                 self.training_bar.set_postfix({k.split("/")[-1]: f"{v:.3g}" for k, v in shown.items()}, refresh=False)
 

@@ -1,0 +1,297 @@
+"""The paper's downstream RLHF loop (§4.3) in miniature: a policy trained with TRL's GRPO three ways — reward
+= the PaTaRM judge (served by `patarm serve`, called through the TRL adapter over HTTP), reward = a
+Bradley–Terry reward model trained on the same pairs (`patarm bt`), reward = the rule verifier (the upper
+bound) — and measured on held-out prompts by the rule verifier and IFEval's checker, before and after.
+
+    patarm quickstart --run_dir runs/quickstart          # the judge (once)
+    patarm downstream [--run_dir runs/downstream] [--config patarm/demo/configs/downstream-small.yaml]
+
+Stages, each skipped when its output exists (a stopped run resumes; a half-finished GRPO run restarts):
+
+    task/          the policy's prompts: SFT corpus, RL prompts, held-out items (split by prompt text)
+    policy-sft/    a tiny Qwen3 SFT-trained on the task, some of whose answers break the instruction
+    bt/            the BT reward model, on the judge's own training pairs (+ its held-out pair accuracy)
+    eval/start.json   the starting policy measured (and the task's reference responses)
+    grpo-<reward>/ plain `trl.GRPOTrainer` on that reward: metrics.jsonl (the trained reward and the rollouts'
+                   verified accuracy per step), heldout.jsonl (held-out measures every few steps), result.json
+    report.md, report.json, downstream_curves.png
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from patarm.demo.downstream_config import DownstreamArguments
+from patarm.demo.downstream_eval import EvalSettings, Evaluator, brief, measure
+from patarm.demo.downstream_rewards import Monitored, RuleReward, ScalarReward, served_judge
+from patarm.io import read_json, read_jsonl, write_json, write_jsonl
+from patarm.models.settings import RUN_CONFIG_FILE
+
+logger = logging.getLogger("patarm.downstream")
+
+
+def run(args: DownstreamArguments) -> dict[str, Any]:
+    """Every stage into `args.run_dir`; returns the report (also written as report.json / report.md).
+    Under `accelerate launch` every process trains; measuring, serving and reporting happen on the main one."""
+    from accelerate import PartialState
+
+    state = PartialState()
+    t0 = time.time()
+    out = Path(args.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    clock = Clock(t0)
+    preflight(args, state.num_processes)
+    with state.main_process_first():
+        task = stage_task(args, out)
+    clock.tick("task", f"{task['sft']} SFT rows, {task['rl']} RL prompts, {task['heldout']} held-out prompts")
+    policy = stage_policy_sft(args, out)
+    clock.tick("policy SFT", str(policy))
+    bt = stage_bt(args, out) if {"bt"} & set(args.rewards + args.score_with) else None
+    clock.tick("BT reward model", f"{bt}" if bt else "not needed")
+    main = state.is_main_process
+    results: dict[str, Any] = {}
+    with contextlib.ExitStack() as stack:
+        scorers = _scorers(args, out, bt, stack)
+        items = read_jsonl(out / "task" / "heldout.jsonl")
+        settings = EvalSettings(args.eval_samples, args.eval_temperature, args.eval_max_new_tokens, seed=args.seed,
+                                enable_thinking=args.enable_thinking)
+        evaluator = Evaluator(items, settings, scorers, _infobench_backend(args) if main else None)
+        if main:
+            results["start"] = stage_eval(args, out / "eval" / "start.json", policy, evaluator)
+            if args.synthetic:
+                results["reference"] = stage_reference(out / "eval" / "reference.json", items, evaluator, args)
+            clock.tick("start policy measured", brief(results["start"]))
+        state.wait_for_everyone()
+        for reward in args.rewards:
+            results[f"grpo-{reward}"] = stage_grpo(args, out, reward, policy, scorers, evaluator, main)
+            state.wait_for_everyone()
+            clock.tick(f"GRPO on {reward}", brief(results[f"grpo-{reward}"]))
+    if not main:
+        return {}
+    report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled")} for k, v in results.items()},
+              "examples": {k: v.get("examples", []) for k, v in results.items()},
+              "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
+              "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
+              "stage_seconds": clock.seconds, "seconds": round(time.time() - t0, 1), "args": vars(args)}
+    from patarm.demo.downstream_report import write_downstream_report
+
+    return report | {"paths": write_downstream_report(report, out)}
+
+
+def preflight(args: DownstreamArguments, processes: int = 1) -> None:
+    """Fail in a second, not after minutes of training, when an input the run needs is missing."""
+    needs = set(args.rewards + args.score_with)
+    if "judge" in needs and not args.judge_url and processes > 1:
+        raise ValueError(f"{processes} processes: start the judge once (`patarm serve --model {args.judge_path()}`) "
+                         "and pass --judge_url, so the processes share it")
+    if "judge" in needs and not args.judge_url and not Path(args.judge_path()).exists():
+        raise FileNotFoundError(f"judge {args.judge_path()} does not exist: build it with `patarm quickstart --run_dir "
+                                f"{args.judge_run}`, or give --judge_model (a judge folder) or --judge_url")
+    pairs = Path(args.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
+    if "bt" in needs and not args.bt_model and not pairs.is_file():
+        raise FileNotFoundError(f"{pairs}: the judge's training pairs, which the BT model trains on, are missing: "
+                                f"run `patarm quickstart --run_dir {args.judge_run}` first, or give --bt_model")
+
+
+class Clock:
+    """Logs each stage's end with the elapsed time, and keeps the stage durations (seconds)."""
+
+    def __init__(self, t0: float):
+        self.t0 = self.last = t0
+        self.seconds: dict[str, float] = {}
+
+    def tick(self, stage: str, what: str) -> None:
+        now = time.time()
+        self.seconds[stage] = round(now - self.last, 1)
+        self.last = now
+        logger.info("%5.0fs  %s: %s", now - self.t0, stage, what)
+
+
+def stage_task(args: DownstreamArguments, out: Path) -> dict[str, int]:
+    """task/: sft.jsonl, rl.jsonl, heldout.jsonl and manifest.json (the counts)."""
+    folder = out / "task"
+    if (folder / "manifest.json").is_file():
+        return read_json(folder / "manifest.json")
+    from patarm.demo import downstream_task as T
+
+    if args.synthetic:
+        train, items = T.synthetic_split(args.task_pool, args.task_seed, args.kinds, args.heldout_share,
+                                         args.heldout_prompts)
+        sft, counts = T.policy_sft_rows(train, args.policy_sft_examples, args.sft_violation_rate, args.seed)
+        rl = T.rl_rows(train, args.rl_prompts, offset=args.policy_sft_examples)
+        manifest = {"sft": len(sft), "sft_responses": counts, "training_pairs": len(train)}
+    else:
+        sft, rl = [], T.prompts_from_file(args.train_prompts_file, args.rl_prompts)
+        items = []
+        if args.ifeval_file:
+            items += T.ifeval_items(_local(args.ifeval_file, folder / "ifeval-source.jsonl"), args.heldout_prompts)
+        if args.infobench_file:
+            items += T.infobench_items(_local(args.infobench_file, folder / "infobench-source.jsonl"),
+                                       args.heldout_prompts)
+        manifest = {"sft": 0}
+    if not items:
+        raise ValueError("no held-out items: use the synthetic task or give --ifeval_file / --infobench_file")
+    write_jsonl(sft, folder / "sft.jsonl")
+    write_jsonl(rl, folder / "rl.jsonl")
+    write_jsonl(items, folder / "heldout.jsonl")
+    manifest |= {"rl": len(rl), "heldout": len(items)}
+    write_json(manifest, folder / "manifest.json")
+    return manifest
+
+
+def _local(spec: str, path: Path) -> str:
+    """A local jsonl for a benchmark given as a file, or as a hub data set id (downloaded once into `path`)."""
+    if Path(spec).is_file():
+        return spec
+    from datasets import load_dataset
+
+    if not path.is_file():
+        write_jsonl(list(load_dataset(spec, split="train")), path)
+    return str(path)
+
+
+def stage_policy_sft(args: DownstreamArguments, out: Path) -> str:
+    """policy-sft/: the policy after SFT on the task (or the starting model itself with --policy_sft false)."""
+    if not args.policy_sft:
+        return args.policy_model
+    folder = out / "policy-sft"
+    if not (folder / RUN_CONFIG_FILE).is_file():
+        from patarm.train import parse_args, sft
+
+        sft.train(*parse_args("sft", ["--config", args.policy_sft_config, "--run_dir", str(out), "--train_files",
+                                      str(out / "task" / "sft.jsonl"), "--output_dir", str(folder),
+                                      "--model_name_or_path", args.policy_model, "--seed", str(args.seed)]))
+    return str(folder)
+
+
+def stage_bt(args: DownstreamArguments, out: Path) -> str:
+    """bt/: the BT reward model on the judge's SFT pairs (or --bt_model), with its held-out pair accuracy."""
+    if args.bt_model:
+        return args.bt_model
+    folder = out / "bt"
+    if not (folder / RUN_CONFIG_FILE).is_file():
+        pairs = Path(args.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
+        from patarm.train import bt, parse_args
+
+        argv = ["--config", args.bt_config, "--run_dir", str(out), "--train_file", str(pairs), "--output_dir",
+                str(folder), "--seed", str(args.seed)]
+        bt.train(*parse_args("bt", argv + (["--max_pairs", str(args.bt_max_pairs)] if args.bt_max_pairs else [])))
+    return str(folder)
+
+
+def _scorers(args: DownstreamArguments, out: Path, bt: str | None, stack: contextlib.ExitStack) -> dict[str, Any]:
+    """Reward functions by name; the judge server starts only when the judge is first called."""
+    scorers: dict[str, Any] = {"rule": RuleReward()} if args.synthetic else {}
+    if bt:
+        scorers["bt"] = ScalarReward(bt)
+    if "judge" in args.rewards + args.score_with:
+        def connect() -> Any:
+            from patarm.serve.adapters.trl import JudgeReward
+
+            url = args.judge_url or stack.enter_context(served_judge(
+                args.judge_path(), out / "serve.log", args.judge_serve_args))
+            judge = JudgeReward(url, name="judge", invalid=args.judge_invalid)
+            stack.callback(judge.close)
+            return judge
+
+        scorers["judge"] = Lazy("judge", connect)
+    return scorers
+
+
+class Lazy:
+    """A reward function built on its first call (so a resumed run starts no server it does not need)."""
+
+    def __init__(self, name: str, build: Any):
+        self.__name__, self._build, self._fn = name, build, None
+
+    def __call__(self, *a: Any, **kw: Any) -> Any:
+        if self._fn is None:
+            self._fn = self._build()
+        return self._fn(*a, **kw)
+
+
+def _infobench_backend(args: DownstreamArguments) -> Any:
+    if not args.infobench_evaluator:
+        return None
+    from patarm.backends import GenerationOptions, make_backend
+
+    return make_backend(args.infobench_evaluator, GenerationOptions(max_new_tokens=16, temperature=0.0))
+
+
+def stage_eval(args: DownstreamArguments, path: Path, model_path: str, evaluator: Evaluator) -> dict[str, Any]:
+    """A saved policy measured on the held-out items (cached in `path`)."""
+    if path.is_file():
+        return read_json(path)
+    result = evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with)
+    write_json(result, path)
+    return result
+
+
+def stage_reference(path: Path, items: list[dict], evaluator: Evaluator, args: DownstreamArguments,
+                    ) -> dict[str, Any]:
+    """The task's own chosen responses measured (the most each verified measure can give on these prompts),
+    and scored by the reward models."""
+    if not path.is_file():
+        scorers = {n: evaluator.scorers[n] for n in args.score_with if n in evaluator.scorers}
+        write_json({"greedy": measure([(item, item["reference"]) for item in items], scorers)}, path)
+    return read_json(path)
+
+
+def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, scorers: dict[str, Any],
+               evaluator: Evaluator, main: bool = True) -> dict[str, Any]:
+    """grpo-<reward>/: plain TRL GRPO of the policy on one reward, then the trained policy measured."""
+    from patarm.demo.downstream_train import train_policy
+
+    folder = out / f"grpo-{reward}"
+    if (folder / "result.json").is_file():
+        return read_json(folder / "result.json") if main else {}
+    if main and folder.exists():  # a run stopped mid-training starts over: its metrics would otherwise be mixed
+        shutil.rmtree(folder)
+    from accelerate import PartialState
+
+    PartialState().wait_for_everyone()
+    train_policy(args, out, folder, policy, Monitored(scorers[reward]), evaluator, [reward])
+    if not main:
+        return {}
+    result = evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with)
+    write_json(result, folder / "result.json")
+    return result
+
+
+def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
+    """Per step: the trained reward and the rollouts' verified accuracy; per measurement: held-out measures."""
+    steps = []
+    for m in read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []:
+        keys = [k for k in m if k.startswith("rewards/") and k.endswith("/mean")]
+        if keys:  # a step where the reward scored no rollout (None) still has its rollouts' verified accuracy
+            steps.append({"step": m["step"], "reward": m[keys[0]], "verified": m.get("verified/accuracy")})
+    heldout = [{"step": 0, **{k: start[k] for k in ("greedy", "sampled") if k in start}}]
+    if (folder / "heldout.jsonl").is_file():
+        heldout += read_jsonl(folder / "heldout.jsonl")
+    if (folder / "result.json").is_file():
+        final = read_json(folder / "result.json")
+        heldout.append({"step": steps[-1]["step"] if steps else None,
+                        **{k: final[k] for k in ("greedy", "sampled") if k in final}})
+    return {"steps": steps, "heldout": heldout}
+
+
+def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[str, Any]:
+    """Held-out pair accuracy of the judge (from its quickstart report) and of the BT model (measured here)."""
+    from patarm.demo.downstream_train import bt_pair_accuracy
+
+    out: dict[str, Any] = {}
+    report = Path(args.judge_run) / "report.json"
+    if report.is_file():
+        stages = read_json(report).get("stages", {})
+        last = stages.get("grpo") or stages.get("sft")
+        if last:
+            out["judge"] = {"accuracy": last["accuracy"], "source": str(report)}
+    heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
+    if bt and heldout.is_file():
+        out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
+    return out

@@ -1,0 +1,175 @@
+"""The downstream report: the before/after table, the reward models' own accuracy, a per-reward verdict
+(did the trained reward rise, and did verified accuracy rise with it?), and one PNG with, per reward, the
+reward the policy was trained on next to the verified accuracy of the same rollouts and of held-out prompts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+# Measures in the table: (key, column title); accuracies are fractions, rewards are the models' own scales.
+COLUMNS = (("words", "words / answer"), ("verified", "verified acc."), ("ifeval_strict", "IFEval strict"), ("ifeval_loose", "IFEval loose"),
+           ("drfr", "InFoBench DRFR"), ("judge", "judge score (1–10)"), ("bt", "BT score"))
+NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (SFT policy)",
+         "grpo-judge": "GRPO, reward = PaTaRM judge (served)", "grpo-bt": "GRPO, reward = BT reward model",
+         "grpo-rule": "GRPO, reward = rule verifier (upper bound)"}
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.3f}"
+
+
+def policy_table(policies: dict[str, dict], mode: str) -> str:
+    """Markdown table of one response mode (greedy / sampled): policy → each measure that any row has."""
+    cols = [(k, t) for k, t in COLUMNS if any((p.get(mode) or {}).get(k) is not None for p in policies.values())]
+    head = "| policy | n | " + " | ".join(t for _, t in cols) + " |"
+    lines = [head, "|---" * (len(cols) + 2) + "|"]
+    for name, p in policies.items():
+        m = p.get(mode)
+        if m:
+            lines.append(f"| {NAMES.get(name, name)} | {m.get('n', '')} | "
+                         + " | ".join(_fmt(m.get(k)) for k, _ in cols) + " |")
+    return "\n".join(lines)
+
+
+def _mean(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    return sum(xs) / len(xs) if xs else float("nan")
+
+
+def _std(xs: list[float]) -> float:
+    xs = [x for x in xs if x is not None and not math.isnan(x)]
+    if len(xs) < 2:
+        return float("nan")
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def verdict(curve: dict[str, list], start: dict, final: dict, frac: float = 0.2, min_steps: int = 10,
+            ) -> dict[str, Any]:
+    """Did the trained reward rise over training, and did held-out verified accuracy rise with it?
+
+    The reward "rose" when the mean of the last `frac` of steps exceeds the first `frac`'s by more than half
+    the per-step standard deviation. Held-out accuracy "rose" / "fell" when the sampled verified accuracy moved
+    by more than two standard errors (binomial, over the sampled responses); else it did not clearly change.
+    A reward that rose while verified accuracy did not is flagged `hacked`. Under `min_steps` logged steps
+    there is no verdict (the trend of a handful of noisy steps means nothing)."""
+    steps = curve.get("steps", [])
+    k = max(1, int(len(steps) * frac))
+    rewards, rollouts = [s["reward"] for s in steps], [s.get("verified") for s in steps]
+    first, last, spread = _mean(rewards[:k]), _mean(rewards[-k:]), _std(rewards)
+    rose = bool(steps) and not math.isnan(spread) and last - first > 0.5 * spread
+    a, b = (start.get("sampled") or start.get("greedy") or {}), (final.get("sampled") or final.get("greedy") or {})
+    out: dict[str, Any] = {"reward_first": first, "reward_last": last, "reward_rose": rose,
+                           "rollout_verified_first": _mean(rollouts[:k]), "rollout_verified_last": _mean(rollouts[-k:])}
+    if a.get("verified") is None or b.get("verified") is None:
+        return out | {"verdict": "no verified measure"}
+    if len(steps) < min_steps:
+        return out | {"verdict": f"too few steps for a verdict ({len(steps)} < {min_steps})"}
+    p, n = (a["verified"] + b["verified"]) / 2, max(1, min(a.get("n_verified", 1), b.get("n_verified", 1)))
+    se = math.sqrt(max(p * (1 - p), 1e-12) * 2 / n)
+    delta = b["verified"] - a["verified"]
+    change = "rose" if delta > 2 * se else "fell" if delta < -2 * se else "no clear change"
+    if rose and change != "rose":
+        text = f"hacked: the reward rose but held-out verified accuracy did not ({change})"
+    elif rose:
+        text = "reward and held-out verified accuracy rose together"
+    else:
+        text = f"the reward did not rise; held-out verified accuracy: {change}"
+    return out | {"heldout_delta": delta, "two_se": 2 * se, "heldout_change": change, "hacked": rose and change != "rose",
+                  "verdict": text}
+
+
+def training_table(report: dict) -> str:
+    lines = [("| reward | trained reward, first → last 20 % of steps | rollouts' verified acc., first → last | "
+              "held-out verified acc. (sampled), start → end | verdict |"), "|---|---|---|---|---|"]
+    for reward, v in report["verdicts"].items():
+        ends = report["policies"].get(f"grpo-{reward}", {})
+        start = report["policies"]["start"]
+        a, b = ((start.get("sampled") or {}).get("verified"), (ends.get("sampled") or {}).get("verified"))
+        lines.append(f"| {reward} | {_fmt(v['reward_first'])} → {_fmt(v['reward_last'])} | "
+                     f"{_fmt(v['rollout_verified_first'])} → {_fmt(v['rollout_verified_last'])} | {_fmt(a)} → "
+                     f"{_fmt(b)} | {v['verdict']} |")
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    """Per reward: trained reward (left axis) and verified accuracy of rollouts and held-out (right axis);
+    last panel: held-out verified accuracy of every reward's policy over steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rewards = report["rewards"]
+    fig, axes = plt.subplots(1, len(rewards) + 1, figsize=(4.6 * (len(rewards) + 1), 3.8), squeeze=False)
+    colors = {"judge": "tab:blue", "bt": "tab:orange", "rule": "tab:green"}
+    for ax, reward in zip(axes[0], rewards):
+        curve = report["curves"][reward]
+        steps = [s["step"] for s in curve["steps"]]
+        ax.plot(steps, _smooth([s["reward"] for s in curve["steps"]]), color=colors.get(reward, "k"),
+                label=f"trained reward ({reward})")
+        ax.set_xlabel("GRPO step")
+        ax.set_ylabel(f"{reward} reward (mean of rollouts)")
+        twin = ax.twinx()
+        twin.plot(steps, _smooth([s.get("verified") for s in curve["steps"]]), color="tab:red", alpha=0.8,
+                  label="rollouts: verified acc.")
+        held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified")) for h in curve["heldout"]]
+        held = [(s, v) for s, v in held if s is not None and v is not None]
+        twin.plot([s for s, _ in held], [v for _, v in held], "o--", color="black", label="held-out: verified acc.")
+        twin.set_ylim(0, 1.02)
+        twin.set_ylabel("verified accuracy")
+        ax.set_title(f"reward = {reward}")
+        lines = ax.get_legend_handles_labels()[0] + twin.get_legend_handles_labels()[0]
+        ax.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="lower right")
+    ax = axes[0][-1]
+    for reward in rewards:
+        held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified"))
+                for h in report["curves"][reward]["heldout"]]
+        held = [(s, v) for s, v in held if s is not None and v is not None]
+        ax.plot([s for s, _ in held], [v for _, v in held], "o-", color=colors.get(reward, "k"), label=reward)
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("GRPO step")
+    ax.set_ylabel("held-out verified accuracy (sampled)")
+    ax.set_title("held-out, by reward")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _smooth(xs: list, k: int | None = None) -> list[float]:
+    """Trailing mean over ~10 % of the points (per-step values are noisy: each step sees a few prompts)."""
+    vals = [float("nan") if x is None else float(x) for x in xs]
+    k = k or max(1, len(vals) // 10)
+    return [_mean(vals[max(0, i - k + 1):i + 1]) for i in range(len(vals))]
+
+
+def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
+    """Print the tables; write report.md, report.json and downstream_curves.png; return their paths."""
+    start = report["policies"]["start"]
+    report["verdicts"] = {r: verdict(report["curves"][r], start, report["policies"].get(f"grpo-{r}", {}))
+                          for r in report["rewards"]}
+    rm = report.get("reward_models", {})
+    rm_line = ", ".join(f"{k} {v['accuracy']:.3f}" for k, v in rm.items()) or "not measured"
+    text = (f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
+            f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")
+            + "\n\nHeld-out prompts, greedy responses:\n\n" + policy_table(report["policies"], "greedy")
+            + "\n\nTraining:\n\n" + training_table(report)
+            + f"\n\nReward models' held-out pair accuracy (the quickstart's held-out pairs): {rm_line}")
+    print("\n" + text + "\n", flush=True)
+    paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "downstream_curves.png"}
+    plot(report, paths["plot"])
+    paths["report_json"].write_text(json.dumps(report, indent=2, default=str))
+    paths["report_md"].write_text(
+        "# PaTaRM downstream RLHF report\n\nA policy trained with TRL's GRPO on each reward, measured on held-out "
+        "prompts by the rule verifier and IFEval's checker (accuracies are fractions; reward-model columns are "
+        "each model's mean score on the same responses).\n\n" + text + f"\n\n![curves]({paths['plot'].name})\n\n"
+        "Verdict rule: the reward rose when its mean over the last 20 % of steps exceeds the first 20 %'s by more "
+        "than half its per-step standard deviation; held-out verified accuracy rose or fell when it moved by more "
+        "than two binomial standard errors.\n\n"
+        f"Stage times (s): {report.get('stage_seconds')}. Total time: {report.get('seconds')} s\n")
+    return {k: str(v) for k, v in paths.items()}

@@ -1,0 +1,80 @@
+"""Training the policy with plain `trl.GRPOTrainer` on one reward, and the BT model's held-out pair accuracy."""
+
+from __future__ import annotations
+
+import gc
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from patarm.demo.downstream_config import DownstreamArguments
+from patarm.demo.downstream_eval import Evaluator, HeldoutCallback
+from patarm.io import read_json, read_jsonl, write_json
+
+logger = logging.getLogger("patarm.downstream")
+
+
+def grpo_config(args: DownstreamArguments, out: Path, folder: Path) -> Any:
+    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed."""
+    import torch
+    from trl import GRPOConfig
+
+    from patarm.config import RunArguments, parse_stage
+
+    defaults = {} if torch.cuda.is_available() else {"bf16": False, "use_cpu": True}
+    argv = ["--config", args.grpo_config, "--run_dir", str(out), "--output_dir", str(folder), "--max_steps",
+            str(args.grpo_steps), "--seed", str(args.seed)]
+    _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
+                            defaults=defaults)
+    # one switch for rollouts and measurement: a policy is measured on the prompts it was trained on
+    config.chat_template_kwargs = {**(config.chat_template_kwargs or {}), "enable_thinking": args.enable_thinking}
+    return config
+
+
+def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str, reward_fn: Any,
+                 evaluator: Evaluator, scorer_names: Sequence[str]) -> None:
+    """GRPO of `policy` on `reward_fn` over the task's RL prompts; saves the policy into `folder`."""
+    from datasets import Dataset
+    from transformers.trainer_callback import ProgressCallback
+    from trl import GRPOTrainer
+
+    from patarm.models import load_causal_lm
+    from patarm.train.common import JsonlMetricsCallback, QuietProgressCallback
+
+    config = grpo_config(args, out, folder)
+    rows = read_jsonl(out / "task" / "rl.jsonl")
+    model, tokenizer = load_causal_lm(policy, dtype=None if config.use_cpu else "bfloat16")
+    callbacks: list[Any] = [JsonlMetricsCallback()]
+    if args.eval_every:
+        callbacks.append(HeldoutCallback(evaluator, args.eval_every, str(folder / "heldout.jsonl"), scorer_names))
+    trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=config, train_dataset=Dataset.from_list(rows),
+                          processing_class=tokenizer, callbacks=callbacks)
+    if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(QuietProgressCallback)
+    logger.info("GRPO on %s: %d steps of %d rollouts (%d per prompt) from %s", reward_fn.__name__, config.max_steps,
+                config.per_device_train_batch_size * config.gradient_accumulation_steps, config.num_generations, policy)
+    trainer.train()
+    trainer.save_model(str(folder))
+    if trainer.accelerator.is_main_process:
+        tokenizer.save_pretrained(str(folder))
+    del trainer, model
+    gc.collect()
+
+
+def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
+    """The BT model's held-out pair accuracy: the chosen response's score strictly above the rejected one's."""
+    if cache.is_file():
+        return read_json(cache)
+    from patarm.data import load_pairs
+    from patarm.demo.downstream_rewards import ScalarReward
+
+    pairs = load_pairs(str(pairs_path)).pairs
+    scorer = ScalarReward(bt)
+    chosen = scorer([p.prompt for p in pairs], [p.chosen for p in pairs])
+    rejected = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
+    result = {"accuracy": sum(c > r for c, r in zip(chosen, rejected)) / len(pairs), "pairs": len(pairs),
+              "source": str(pairs_path)}
+    write_json(result, cache)
+    return result
