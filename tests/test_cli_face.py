@@ -163,6 +163,26 @@ def test_prompts_longer_than_the_window_are_cut_by_the_rules_and_counted(tmp_pat
     assert len(ids) <= 192
     with pytest.raises(ValueError, match="lower --max_new_tokens"):
         PromptFitter(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=250)))
+    # a judge trained on prompts of at most 180 tokens is given at most 180, though its window holds 192
+    trained = PromptFitter(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=64, max_prompt_tokens=180)))
+    assert trained.budget == 180
+    ids = tokenizer.apply_chat_template(trained(long), tokenize=True, add_generation_prompt=True, return_dict=False)
+    assert len(ids) <= 180 and trained.truncated == 1 and trained.too_long == 0
+
+
+def test_the_prompt_budget_comes_from_the_judge_s_training(tmp_path):
+    from patarm.models.settings import judge_settings
+
+    judge = tmp_path / "judge"
+    judge.mkdir()
+    config = {"stage": "grpo", "data": {"max_prompt_length": 192}, "training": {"max_completion_length": 48}}
+    (judge / "patarm_config.json").write_text(json.dumps(config))
+    assert judge_settings(judge)["max_prompt_tokens"] == 192
+    config = {"stage": "sft", "data": {"max_judgment_tokens": 56}, "training": {"max_length": 256}}
+    (judge / "patarm_config.json").write_text(json.dumps(config))
+    assert judge_settings(judge)["max_prompt_tokens"] == 200
+    (judge / "patarm_config.json").write_text(json.dumps({"stage": "sft", "data": {}, "training": {}}))
+    assert "max_prompt_tokens" not in judge_settings(judge)
 
 
 def test_report_explains_a_zero(tmp_path):
@@ -176,6 +196,21 @@ def test_report_explains_a_zero(tmp_path):
     report = write_report(tmp_path, plots=False).read_text()
     assert "0.0% of 8 judgments valid, 3 prompts truncated" in report and "could not be parsed" in report
     assert "could not be parsed" in console_summary({"judgebench": result}, tmp_path)
+
+
+def test_report_explains_a_zero_from_ties(tmp_path):
+    """Valid judgments that score every response alike: the zero is explained by the ties."""
+    from patarm.eval.harness import _tied_items
+    from patarm.eval.judging import Judged
+    from patarm.eval.report import console_summary
+
+    out = lambda score: [{"score": score}]  # noqa: E731
+    judged = [Judged({}, [out(8.0), out(8.0), out(None)]), Judged({}, [out(8.0), out(7.0)]), Judged({}, [out(9.0)])]
+    assert _tied_items(judged) == 1  # one candidate scored is not a tie; different scores are not
+    result = {"benchmark": "rmbench", "headline": 0.0, "metrics": {"overall": 0.0},
+              "run": {"items": 4, "judge_calls": 8, "invalid_rate": 10.0, "tied_items": 3, "mode": "pointwise"}}
+    text = console_summary({"rmbench": result}, tmp_path)
+    assert "3 of 4 items with every response scored alike" in text and "does not separate" in text
 
 
 def test_readme_commands_name_existing_configs():

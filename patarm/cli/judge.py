@@ -33,13 +33,14 @@ class JudgeArguments(RunArguments):
     margin: str = field(default="graded", metadata={"help": "PAR margin function for the reported rewards"})
     temperature: float | None = field(default=None, metadata={"help": "sampling temperature (default 0 for n=1, else 0.7)"})
     max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length limit (default: the judge's own, else 512)"})
+    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generation batch"})
     on_error: str = field(default="raise", metadata={"help": "malformed input rows: raise | skip (counted)",
                                                      "choices": ["raise", "skip"]})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
 
     def __post_init__(self) -> None:
-        check_positive(self, "num_samples", "max_new_tokens", "batch_size")
+        check_positive(self, "num_samples", "max_new_tokens", "max_prompt_tokens", "batch_size")
         if self.temperature is not None and self.temperature < 0:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
 
@@ -83,7 +84,8 @@ def main(command: str, argv: list[str]) -> None:
         raise FileNotFoundError(f"--input {args.input} does not exist")
     values, _ = resolve_judge_options(args, args.mode)
     options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                                batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
+                                batch_size=args.batch_size, enable_thinking=values["enable_thinking"],
+                                max_prompt_tokens=values["max_prompt_tokens"])
     template = load_template(values["template"], rubric_mode=values["rubric_mode"], score_range=values["score_range"])
     singles = _single_rows(args.input) if Path(args.input).is_file() else None
     backend = make_backend(args.model, options, name="judge")

@@ -36,6 +36,7 @@ class ServeArguments(RunArguments):
     max_body_bytes: int = field(default=4 * 1024 * 1024, metadata={"help": "larger bodies get 413"})
     timeout_s: float = field(default=300.0, metadata={"help": "requests not answered by then get 408"})
     max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length (default: the judge's own, else 512)"})
+    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
     temperature: float | None = field(default=None, metadata={"help": "judge sampling temperature (default 0: greedy)"})
     template: str | None = field(default=None, metadata={"help": "default judge template (items may name another; "
                                  "default: the judge's own)"})
@@ -47,8 +48,9 @@ class ServeArguments(RunArguments):
         for name in ("max_batch", "max_queue", "max_body_bytes", "timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
-        if self.max_new_tokens is not None and self.max_new_tokens <= 0:
-            raise ValueError(f"--max_new_tokens must be > 0, got {self.max_new_tokens}")
+        for name in ("max_new_tokens", "max_prompt_tokens"):
+            if getattr(self, name) is not None and getattr(self, name) <= 0:
+                raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be 0..65535, got {self.port}")
         if self.max_wait_ms < 0:
@@ -100,7 +102,8 @@ def main(command: str, argv: list[str]) -> None:
     try:
         scorer = load_scorer(args.model, args.backend, max_new_tokens=values["max_new_tokens"],
                              temperature=values["temperature"], batch_size=args.max_batch, template=values["template"],
-                             rubric_mode=values["rubric_mode"], enable_thinking=values["enable_thinking"])
+                             rubric_mode=values["rubric_mode"], enable_thinking=values["enable_thinking"],
+                             max_prompt_tokens=values["max_prompt_tokens"])
     except BaseException:
         sock.close()
         raise

@@ -59,6 +59,20 @@ def _count_outputs(judged: list, mode: str) -> tuple[int, int]:
     return total, invalid
 
 
+def _tied_items(judged: list) -> int:
+    """Pointwise items whose candidates all got the same mean valid score (at least two scored): the judge did
+    not separate them, and a tie counts as wrong (or half) under every benchmark's rule."""
+    tied = 0
+    for j in judged:
+        means = []
+        for group in j.outputs:
+            scores = [out["score"] for out in group if out["score"] is not None]
+            if scores:
+                means.append(sum(scores) / len(scores))
+        tied += len(means) >= 2 and len(set(means)) == 1
+    return tied
+
+
 def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
     """Judge-call accounting and judging diagnostics for metrics.json."""
     total, invalid = _count_outputs(judged, opts.mode)
@@ -71,6 +85,8 @@ def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: li
             "calls_saved": 1 - total / fixed if fixed else 0.0, "generated": backend.stats.generated,
             "invalid_judgments": invalid, "invalid_rate": 100.0 * invalid / total if total else 0.0}
     consistent = [c for j in judged for c in j.consistent]
+    if opts.mode == "pointwise":
+        info["tied_items"] = _tied_items(judged)
     if opts.mode == "pairwise":
         info["position_consistency"] = 100.0 * sum(consistent) / len(consistent) if consistent else 0.0
     return info

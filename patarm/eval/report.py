@@ -64,6 +64,8 @@ def validity(run: dict[str, Any]) -> str:
         text += f", {run['truncated_prompts']} prompts truncated to fit the judge's window"
     if run.get("prompts_over_window"):
         text += f" ({run['prompts_over_window']} still too long)"
+    if run.get("tied_items"):
+        text += f", {run['tied_items']} of {run.get('items', '?')} items with every response scored alike"
     return text
 
 
@@ -75,6 +77,11 @@ def explain(result: dict[str, Any]) -> str | None:
         return (f"{invalid:.0f}% of the judgments could not be parsed (no valid score or decision), and those count as "
                 "wrong or as ties: the headline measures the output format as much as the judging. Check the template "
                 "(--template) and the judgment length (--max_new_tokens) against what the judge was trained with.")
+    items, tied = run.get("items") or 0, run.get("tied_items") or 0
+    if items and tied / items >= 0.5:
+        return (f"the judge gave every response the same score in {tied} of {items} items, and a tie is not a win: "
+                "the headline is low because the judge does not separate these responses, not because it prefers "
+                "the wrong ones.")
     return None
 
 

@@ -41,6 +41,7 @@ class EvalArguments(RunArguments):
     template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
     rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
     max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length limit (default: the judge's own, else 512)"})
+    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
     temperature: float | None = field(default=None, metadata={"help": "default 0 (greedy) for n=1, else 0.7"})
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
     batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
@@ -49,7 +50,7 @@ class EvalArguments(RunArguments):
     plots: bool = field(default=True, metadata={"help": "write PNG plots beside report.md"})
 
     def __post_init__(self) -> None:
-        check_positive(self, "num_samples", "limit", "max_new_tokens", "batch_size", "top_p", "adaptive_confidence")
+        check_positive(self, "num_samples", "limit", "max_new_tokens", "max_prompt_tokens", "batch_size", "top_p", "adaptive_confidence")
         if self.adaptive_confidence > 1 or self.top_p > 1:
             raise ValueError("--adaptive_confidence and --top_p are at most 1")
         if self.temperature is not None and self.temperature < 0:
@@ -100,7 +101,8 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
     paths = data_paths(args.benchmark, args.data)
     items = {b: limit_items(registry.get(b).load(paths[b]), args.limit) for b in args.benchmark}  # fail early
     gen = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
-                            top_p=args.top_p, batch_size=args.batch_size, enable_thinking=values["enable_thinking"])
+                            top_p=args.top_p, batch_size=args.batch_size, enable_thinking=values["enable_thinking"],
+                            max_prompt_tokens=values["max_prompt_tokens"])
     out.mkdir(parents=True, exist_ok=True)
     backend = make_backend(args.model, gen, cache=out / "cache.sqlite", progress=args.progress, name="eval")
     opts = JudgeOptions(mode=args.mode, num_samples=args.num_samples, voting=args.voting,

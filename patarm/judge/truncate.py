@@ -83,8 +83,12 @@ class PromptFitter:
     def __init__(self, backend: Any):
         self.tokenizer = getattr(backend, "tokenizer", None)
         window = context_window(getattr(backend, "model", None), self.tokenizer) if self.tokenizer else None
-        new = getattr(getattr(backend, "options", None), "max_new_tokens", None)
+        options = getattr(backend, "options", None)
+        new = getattr(options, "max_new_tokens", None)
         self.budget = window - new if window and new else None
+        trained = getattr(options, "max_prompt_tokens", None)  # the prompt length the judge was trained on
+        if self.tokenizer and trained:
+            self.budget = min(self.budget, trained) if self.budget else trained
         if self.budget is not None and self.budget < 2 * MIN_KEEP:
             raise ValueError(f"max_new_tokens {new} leaves {self.budget} of the model's {window} positions for the "
                              f"prompt; lower --max_new_tokens")

@@ -24,8 +24,8 @@ def read_run_config(model: str | Path) -> dict[str, Any]:
 
 
 def judge_settings(model: str | Path) -> dict[str, Any]:
-    """{template, rubric_mode, score_range, max_new_tokens, enable_thinking} the judge was trained with,
-    where recorded."""
+    """{template, rubric_mode, score_range, max_new_tokens, enable_thinking, max_prompt_tokens} the judge was
+    trained with, where recorded."""
     config = read_run_config(model)
     data, training = config.get("data") or {}, config.get("training") or {}
     settings = {
@@ -34,8 +34,18 @@ def judge_settings(model: str | Path) -> dict[str, Any]:
         "score_range": data.get("score_range"),
         "max_new_tokens": training.get("max_completion_length") or data.get("max_judgment_tokens"),
         "enable_thinking": data.get("enable_thinking"),
+        "max_prompt_tokens": _trained_prompt_tokens(data, training),
     }
     return {k: v for k, v in settings.items() if v is not None}
+
+
+def _trained_prompt_tokens(data: dict[str, Any], training: dict[str, Any]) -> int | None:
+    """The longest judge prompt (tokens) the judge saw in training: GRPO's `max_prompt_length`, else SFT's
+    `max_length` less the judgment length. Longer prompts reach positions a small judge never trained on."""
+    if data.get("max_prompt_length"):
+        return int(data["max_prompt_length"])
+    total, judgment = training.get("max_length"), data.get("max_judgment_tokens")
+    return int(total - judgment) if total and judgment and total > judgment else None
 
 
 def resolve_judge_options(args: Any, default_template: str) -> tuple[dict[str, Any], dict[str, str]]:
@@ -48,7 +58,7 @@ def resolve_judge_options(args: Any, default_template: str) -> tuple[dict[str, A
     trained = judge_settings(args.model)
     values, sources = {}, {}
     for key, fallback in (("template", default_template), ("rubric_mode", "adaptive"), ("score_range", None),
-                          ("max_new_tokens", 512), ("enable_thinking", False)):
+                          ("max_new_tokens", 512), ("enable_thinking", False), ("max_prompt_tokens", None)):
         flag = getattr(args, key, None)
         value, source = ((flag, "flag") if flag is not None else (trained[key], "the judge's training config")
                          if key in trained else (fallback, "default"))

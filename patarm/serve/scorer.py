@@ -210,7 +210,8 @@ def with_sampling(backend: Any, sampling: Sampling) -> Any:
 
 def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
                 batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
-                work_dir: str | os.PathLike | None = None, enable_thinking: bool = False) -> JudgeScorer:
+                work_dir: str | os.PathLike | None = None, enable_thinking: bool = False,
+                max_prompt_tokens: int | None = None) -> JudgeScorer:
     """A JudgeScorer for a model spec (a folder, a hub id, `tiny[:...]`, a GGUF spec) on the `hf` or `vllm`
     backend."""
     from patarm.backends import GenerationOptions
@@ -224,7 +225,7 @@ def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, t
                  for m in render_pointwise(p.prompt, side, template)]
         path = resolve_model(model, texts=texts, output_dir=work_dir or os.path.join("runs", "serve"))
     options = GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature, batch_size=batch_size,
-                                enable_thinking=enable_thinking)
+                                enable_thinking=enable_thinking, max_prompt_tokens=max_prompt_tokens)
     if backend == "vllm":
         from patarm.backends.vllm import VLLMBackend
 
