@@ -34,16 +34,21 @@ class PromptResult:
 
 
 def _use_nltk_data(nltk_data: str | os.PathLike | None) -> None:
-    """Point NLTK at an offline data folder before the checkers import it."""
-    if nltk_data is None:
+    """Point NLTK at an offline data folder (`nltk_data`, else the folders in $NLTK_DATA). NLTK reads
+    $NLTK_DATA only when it is first imported, so folders are also put on `nltk.data.path` directly."""
+    if nltk_data is not None:
+        folders = [str(Path(nltk_data).resolve())]
+        os.environ["NLTK_DATA"] = folders[0]
+    else:
+        folders = [str(Path(f).resolve()) for f in os.environ.get("NLTK_DATA", "").split(os.pathsep) if f]
+    if not folders:
         return
-    folder = str(Path(nltk_data).resolve())
-    os.environ["NLTK_DATA"] = folder
     try:
         import nltk
 
-        if folder not in nltk.data.path:
-            nltk.data.path.insert(0, folder)
+        for folder in reversed(folders):
+            if folder not in nltk.data.path:
+                nltk.data.path.insert(0, folder)
     except ImportError:  # the checkers will say so
         pass
 
@@ -56,6 +61,7 @@ def _registry() -> dict:
 
 def check_response(row: dict, response: str) -> PromptResult:
     """Check one response against one IFEval input row ({key, prompt, instruction_id_list, kwargs})."""
+    _use_nltk_data(None)  # $NLTK_DATA set after NLTK was imported still counts
     from if_verifiable import IFEvalSample, evaluate_output_for_sample
     from langdetect import DetectorFactory
 

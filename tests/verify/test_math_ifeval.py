@@ -103,3 +103,16 @@ def test_math_cli_reads_the_gsm8k_pool_layout(bench, tmp_path, capsys):
         verify_main(["math", "--input", str(bad)])
     err = capsys.readouterr().err
     assert "bad.jsonl" in err and "'gold'" in err and "ground_truth" in err
+
+
+def test_nltk_data_set_after_nltk_was_imported_still_counts(tmp_path, monkeypatch):
+    """NLTK reads $NLTK_DATA only at its first import: a folder named later (another test, a long-lived
+    process) must still reach nltk.data.path, or the checkers fail with LookupError."""
+    import nltk
+
+    folder = str(tmp_path.resolve())
+    monkeypatch.setattr(nltk.data, "path", [p for p in nltk.data.path if p != folder])
+    monkeypatch.setenv("NLTK_DATA", folder)
+    row = {"key": 1, "prompt": "p", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    assert ifeval.check_response(row, "no commas here").strict == [True]
+    assert folder in nltk.data.path
