@@ -61,7 +61,7 @@ def validity(run: dict[str, Any]) -> str:
     """'93.0% of 120 judgments valid, 4 prompts truncated' for a benchmark's run info."""
     text = f"{100 - run.get('invalid_rate', 0.0):.1f}% of {run.get('judge_calls', 0)} judgments valid"
     if run.get("truncated_prompts"):
-        text += f", {run['truncated_prompts']} prompts truncated to fit the judge's window"
+        text += f", {run['truncated_prompts']} prompts truncated to fit the judge's prompt budget"
     if run.get("prompts_over_window"):
         text += f" ({run['prompts_over_window']} still too long)"
     if run.get("tied_items"):

@@ -88,6 +88,9 @@ class PromptFitter:
         self.budget = window - new if window and new else None
         trained = getattr(options, "max_prompt_tokens", None)  # the prompt length the judge was trained on
         if self.tokenizer and trained:
+            if trained < 2 * MIN_KEEP:
+                raise ValueError(f"max_prompt_tokens {trained} is below the {2 * MIN_KEEP} tokens a judge prompt "
+                                 "keeps at least; raise --max_prompt_tokens")
             self.budget = min(self.budget, trained) if self.budget else trained
         if self.budget is not None and self.budget < 2 * MIN_KEEP:
             raise ValueError(f"max_new_tokens {new} leaves {self.budget} of the model's {window} positions for the "
