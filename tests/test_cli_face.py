@@ -168,6 +168,8 @@ def test_prompts_longer_than_the_window_are_cut_by_the_rules_and_counted(tmp_pat
     assert trained.budget == 180
     ids = tokenizer.apply_chat_template(trained(long), tokenize=True, add_generation_prompt=True, return_dict=False)
     assert len(ids) <= 180 and trained.truncated == 1 and trained.too_long == 0
+    with pytest.raises(ValueError, match="raise --max_prompt_tokens"):
+        PromptFitter(HFBackend(model, tokenizer, GenerationOptions(max_new_tokens=64, max_prompt_tokens=10)))
 
 
 def test_the_prompt_budget_comes_from_the_judge_s_training(tmp_path):
