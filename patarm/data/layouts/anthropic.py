@@ -18,13 +18,11 @@ import itertools
 from typing import Any, Mapping
 
 from patarm.data.layouts.base import Drop, Layout, Option, Parts, RowProblem, required
-from patarm.data.layouts.chat import shared_prompt, transcript
+from patarm.data.layouts.chat import conversation_pair, transcript
 
 
 def _hh_rlhf(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
-    prompt, chosen, rejected = shared_prompt(transcript(row.get("chosen"), "chosen"),
-                                             transcript(row.get("rejected"), "rejected"), "chosen", "rejected")
-    return Parts(prompt, chosen, rejected, frozenset({"chosen", "rejected"}))
+    return conversation_pair(row, transcript, "chosen", "rejected")
 
 
 def _is_transcript(row: dict) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from patarm.data.layouts.base import RowProblem
+from patarm.data.layouts.base import Parts, RowProblem
 from patarm.data.schema import Message
 
 # sharegpt speakers and chat roles, mapped onto the canonical roles.
@@ -114,6 +114,14 @@ def shared_prompt(chosen: list[Message], rejected: list[Message], chosen_field: 
         raise RowProblem(rejected_field, "prompt_mismatch",
                          f"'{chosen_field}' and '{rejected_field}' differ before their final assistant turns")
     return chosen_prompt, chosen_text, rejected_text
+
+
+def conversation_pair(row: dict[str, Any], parse: Any, chosen_field: str, rejected_field: str) -> Parts:
+    """The Parts of a row whose two fields hold whole conversations (read by `parse(value, field)`) that share
+    everything but their final assistant turn."""
+    prompt, chosen, rejected = shared_prompt(parse(row.get(chosen_field), chosen_field),
+                                             parse(row.get(rejected_field), rejected_field), chosen_field, rejected_field)
+    return Parts(prompt, chosen, rejected, frozenset({chosen_field, rejected_field}))
 
 
 # "\n\nHuman: " / "\n\nAssistant: " turn markers of Anthropic-style transcripts (HH-RLHF, Nectar prompts).

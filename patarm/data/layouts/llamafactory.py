@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from patarm.data.layouts.base import Layout, Parts, RowProblem
-from patarm.data.layouts.chat import messages, reply, shared_prompt
+from patarm.data.layouts.chat import conversation_pair, messages, reply
 
 
 def _sharegpt(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
@@ -27,10 +27,7 @@ def _sharegpt(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
 
 
 def _messages(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
-    prompt, chosen, rejected = shared_prompt(messages(row.get("chosen_messages"), "chosen_messages"),
-                                             messages(row.get("rejected_messages"), "rejected_messages"),
-                                             "chosen_messages", "rejected_messages")
-    return Parts(prompt, chosen, rejected, frozenset({"chosen_messages", "rejected_messages"}))
+    return conversation_pair(row, messages, "chosen_messages", "rejected_messages")
 
 
 SHAREGPT = Layout(

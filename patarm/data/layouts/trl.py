@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from patarm.data.layouts.base import Layout, Parts, RowProblem, user_prompt
-from patarm.data.layouts.chat import messages, reply, shared_prompt
+from patarm.data.layouts.chat import conversation_pair, messages, reply
 
 _EXPLICIT_KEYS = frozenset({"prompt", "chosen", "rejected"})
 
@@ -47,9 +47,7 @@ def explicit_parts(row: dict[str, Any]) -> Parts:
 
 
 def _implicit(row: dict[str, Any], options: Mapping[str, Any]) -> Parts:
-    prompt, chosen, rejected = shared_prompt(messages(row.get("chosen"), "chosen"),
-                                             messages(row.get("rejected"), "rejected"), "chosen", "rejected")
-    return Parts(prompt, chosen, rejected, frozenset({"chosen", "rejected"}))
+    return conversation_pair(row, messages, "chosen", "rejected")
 
 
 def _no_prompt(row: dict) -> str:
