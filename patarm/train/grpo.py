@@ -10,6 +10,7 @@ by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 from dataclasses import dataclass, field
@@ -28,6 +29,9 @@ from patarm.train.common import (
     AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, thinking_switch, train_and_save,
 )
 from patarm.judge.truncate import truncate_judge_rows
+from patarm.train.speed import (
+    attention_accepts_block_mask, compact_lm_head, shared_prefix_generate, shared_prefix_logps,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +63,16 @@ class GRPODataArguments(RunArguments):
 
 @dataclass
 class PaTaRMGRPOConfig(GRPOConfig):
-    """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through."""
+    """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through, plus
+    the speed switches of `patarm.train.speed` (default: on where bench/mfu.py measured that they pay)."""
+
+    shared_prefix_loss: bool | None = field(default=None, metadata={
+        "help": "score the G rollouts of a prompt in one packed sequence, so the prompt's forward and backward run "
+                "once (same log-probs and gradients). Default: on on a CPU with sdpa/eager attention; off on a GPU, "
+                "where flash-attention kernels do not take the block mask"})
+    shared_prefix_rollouts: bool | None = field(default=None, metadata={
+        "help": "one prefill per prompt, its G rollouts decoded from copies of that KV cache (transformers' "
+                "generate; ignored with vLLM). Default: on"})
 
 
 class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
@@ -69,6 +82,40 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         cfg = kwargs["args"]
         check_pair_batching(cfg.per_device_train_batch_size, cfg.steps_per_generation, cfg.num_generations)
         super().__init__(*args, **kwargs)
+        compact_lm_head()
+        on_cpu = self.accelerator.device.type == "cpu"
+        block_mask = attention_accepts_block_mask(self.accelerator.unwrap_model(self.model))
+        loss = getattr(cfg, "shared_prefix_loss", None)
+        self.shared_prefix_loss = (on_cpu if loss is None else bool(loss)) and block_mask
+        rollouts = getattr(cfg, "shared_prefix_rollouts", None)
+        self.shared_prefix_rollouts = True if rollouts is None else bool(rollouts)
+        if loss and not block_mask:
+            logger.warning("shared_prefix_loss needs sdpa or eager attention (a 4D block mask); this model uses %s, "
+                           "so the rollouts are scored separately", self.model.config._attn_implementation)
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **multimodal):
+        if not self.shared_prefix_loss or compute_aux_loss or any(v is not None for v in multimodal.values()):
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size,
+                compute_entropy=compute_entropy, compute_aux_loss=compute_aux_loss, **multimodal)
+        logps, entropies = shared_prefix_logps(model, input_ids, attention_mask, logits_to_keep, compute_entropy,
+                                               max_rows=batch_size, autocast=self.accelerator.autocast)
+        return logps, entropies, None
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        plain = (not self.shared_prefix_rollouts or self.use_vllm or images is not None or multimodal_fields
+                 or getattr(self, "use_transformers_continuous_batching", False))
+        if plain:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        model = self.accelerator.unwrap_model(self.model)
+        model.generate = functools.partial(shared_prefix_generate, model.generate, model)
+        try:
+            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                 has_tool_images)
+        finally:
+            del model.generate  # the class's generate again
 
     def _generate_and_score_completions(self, inputs):
         # The rollouts of step k are drawn from a seed of their own (seed, k, process), so a run resumed from a

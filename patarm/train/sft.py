@@ -30,6 +30,7 @@ from patarm.io import DataError, iter_jsonl
 from patarm.train.common import (
     AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save,
 )
+from patarm.train.speed import compact_lm_head
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +64,12 @@ class SFTDataArguments(RunArguments):
 
 
 class PaTaRMSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
-    """SFTTrainer whose checkpoints are marked complete only once fully written."""
+    """SFTTrainer whose checkpoints are marked complete only once fully written, and whose LM head scores only
+    the judgment's positions on every device (`patarm.train.speed.compact_lm_head`)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        compact_lm_head()
 
 
 def _check_row(row: dict, path: str, index: int) -> dict:
