@@ -73,6 +73,10 @@ class PaTaRMGRPOConfig(GRPOConfig):
     shared_prefix_rollouts: bool | None = field(default=None, metadata={
         "help": "one prefill per prompt, its G rollouts decoded from copies of that KV cache (transformers' "
                 "generate; ignored with vLLM). Default: on"})
+    rollout_cast_once: bool = field(default=True, metadata={
+        "help": "under bf16/fp16 autocast, generate the rollouts inside one autocast region, so the weights are cast "
+                "to half precision once per generation batch instead of once per decoded token (autocast's cast "
+                "cache; ignored with vLLM)"})
 
 
 class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
@@ -104,16 +108,22 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         return logps, entropies, None
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        plain = (not self.shared_prefix_rollouts or self.use_vllm or images is not None or multimodal_fields
-                 or getattr(self, "use_transformers_continuous_batching", False))
-        if plain:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
+        import contextlib
+
+        generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
+                                     num_generations, has_tool_images)
+        if self.use_vllm or getattr(self, "use_transformers_continuous_batching", False):
+            return generate()
+        mixed = self.args.bf16 or self.args.fp16
+        region = self.accelerator.autocast() if mixed and self.args.rollout_cast_once else contextlib.nullcontext()
+        if not self.shared_prefix_rollouts or images is not None or multimodal_fields:
+            with region:
+                return generate()
         model = self.accelerator.unwrap_model(self.model)
         model.generate = functools.partial(shared_prefix_generate, model.generate, model)
         try:
-            return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
-                                                 has_tool_images)
+            with region:
+                return generate()
         finally:
             del model.generate  # the class's generate again
 

@@ -159,6 +159,16 @@ def to_training_rows(rows: list[dict], loss_format: str, enable_thinking: bool) 
     return [{"messages": r["messages"], "chat_template_kwargs": kwargs} for r in rows]
 
 
+def check_lengths(input_ids: list, max_length: int, files: list[str]) -> None:
+    """Padding-free batches are not cut to `max_length` by TRL: refuse rows that would have been cut."""
+    long = [i for i, ids in enumerate(input_ids) if len(ids) > max_length]
+    if long:
+        raise ValueError(f"{len(long)} SFT row(s) of {', '.join(files)} are longer than max_length={max_length} tokens "
+                         f"(e.g. row {long[0] + 1} of the rows read: {len(input_ids[long[0]])} tokens) and padding_free batches are not "
+                         "truncated: raise max_length, cut the prompts in prep (the prompt budget), or set "
+                         "padding_free: false")
+
+
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:
     """Load corpora and the judge, train with the loss on the judgment only, save."""
     setup_logging(args)
@@ -172,11 +182,18 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
     if data.max_judgment_tokens is None:  # so `patarm judge/eval/serve` size their generation to this judge
         longest = max(len(tokenizer(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) for r in rows)
         data.max_judgment_tokens = int(longest * 1.25) + 8
+    # TRL does not cut padding-free rows to max_length: cut nothing, refuse rows that are longer (below)
+    max_length = args.max_length
+    if args.padding_free and not args.packing:
+        args.max_length = None
     trainer = PaTaRMSFTTrainer(
         model=model, args=args, processing_class=tokenizer, peft_config=get_peft_config(model_args),
         train_dataset=Dataset.from_list(to_training_rows(rows, data.loss_format, data.enable_thinking)),
         callbacks=[JsonlMetricsCallback()],
     )
+    if max_length and args.max_length is None:
+        args.max_length = max_length
+        check_lengths(trainer.train_dataset["input_ids"], max_length, data.train_files)
     train_and_save(trainer, "sft", data, args, model_args)
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(args.output_dir)

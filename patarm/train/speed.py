@@ -12,6 +12,9 @@
   are those of the G separate sequences (tests/train/test_speed.py checks both).
 - **Shared-prefix rollouts** (GRPO, `shared_prefix_rollouts`): one prefill per distinct prompt; its G samples are
   decoded from copies of that KV cache (transformers' cache re-use in `generate`), not from G prefills.
+- **Weights cast once per rollout batch** (GRPO, `rollout_cast_once`): under bf16/fp16 autocast, generation runs in
+  one autocast region, so autocast's cast cache keeps the half-precision weights for every decoded token; otherwise
+  each decode step's forward (its own autocast region) casts all weights again.
 """
 
 from __future__ import annotations

@@ -156,3 +156,29 @@ def test_grpo_steps_with_the_switches_end_where_plain_steps_end(tmp_path, sft_ju
     assert moved > 1e-4  # the steps changed the weights, so agreeing below means something
     for name, p in runs["true"][1].items():
         assert torch.allclose(p, runs["false"][1][name], atol=moved * 1e-2), name
+
+
+def test_padding_free_sft_refuses_rows_longer_than_max_length():
+    from patarm.train.sft import check_lengths
+
+    check_lengths([[1] * 10, [1] * 12], 12, ["a.jsonl"])
+    with pytest.raises(ValueError, match=r"1 SFT row\(s\) of a.jsonl are longer than max_length=12.*row 2 .*13 tokens"):
+        check_lengths([[1] * 10, [1] * 13], 12, ["a.jsonl"])
+
+
+def test_padding_free_batches_give_the_padded_loss():
+    """TRL's padding-free collator on a CPU with sdpa: the packed batch's loss is the padded batch's (transformers
+    finds the sequences from the position ids when no cache is built, as in TRL's training forward)."""
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    model = tiny_model()
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for n in (12, 7, 9):
+        ids = torch.randint(3, 300, (n,), generator=g).tolist()
+        rows.append({"input_ids": ids, "labels": [-100] * (n - 4) + ids[-4:]})
+    losses = []
+    for padding_free in (False, True):
+        batch = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=padding_free)(rows)
+        losses.append(model(**batch, use_cache=False).loss.item())
+    assert losses[0] == pytest.approx(losses[1], abs=1e-5)
