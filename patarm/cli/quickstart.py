@@ -49,7 +49,7 @@ def main(command: str, argv: list[str]) -> None:
     if recipe == "gsm8k-skill":
         from patarm.demo.gsm8k import recipe as gsm8k
 
-        report = gsm8k.run(gsm8k.parse_args(rest))
+        report = gsm8k.main(rest)
         print(f"gsm8k-skill finished in {report['seconds']:.0f} s; report: {report['paths']['report_md']}")
         return
     from patarm.demo import quickstart
