@@ -179,3 +179,19 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
                             lambda a: runs.append(a) or _fake_report(0))
     assert [a.ablation for a in runs] == ablations.names() and runs[1].run_dir == str(tmp_path / "abl" / runs[1].ablation)
     assert out["rows"][0]["ablation"] == "baseline" and "| label-reward |" in (tmp_path / "abl" / "ablations.md").read_text()
+
+
+def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
+    """What run_arm passes to `patarm sft` / `patarm grpo` parses into the stages' dataclasses."""
+    from patarm.demo.gsm8k.recipe import CONFIG_DIR
+    from patarm.demo.gsm8k.stages import stage_args
+
+    data_args, grpo_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path",
+                                         "x", "--max_steps", "40", "--max_prompt_length", "448",
+                                         "--max_completion_length", "96", "--rubric_mode", "adaptive", "--margin",
+                                         "constant", "--reward", "label")
+    assert (data_args.rubric_mode, data_args.margin, data_args.reward) == ("adaptive", "constant", "label")
+    assert (grpo_args.max_steps, grpo_args.max_completion_length) == (40, 96)
+    sft = stage_args("sft", str(CONFIG_DIR / "gsm8k-sft.yaml"), tmp_path, "--model_name_or_path", "x",
+                     "--max_length", "560", "--num_train_epochs", "2")
+    assert any(getattr(a, "max_length", None) == 560 and getattr(a, "num_train_epochs", None) == 2 for a in sft)

@@ -65,6 +65,12 @@ class GSM8KArguments(RunArguments):
                               "solution) whose pairs make the SFT corpus"})
     rl_problems: int = field(default=16, metadata={"help": "further train problems whose pairs are the RL pool"})
     pairs_per_problem: int = field(default=1, metadata={"help": "(correct, incorrect) pairs drawn per problem"})
+    sft_min_margin: float = field(default=2.0, metadata={"help": "the paper's SFT-corpus filter in the reference "
+                                  "arm: keep pairs whose teacher margin (chosen − rejected score) is > this"})
+    rule_sft_min_margin: float = field(default=-10.0, metadata={"help": "the same filter in the arms without the "
+                                       "reference, whose graded teacher is the evidence-only rule: it separates only "
+                                       "~21 % of pairs by > 2, so by default every pair is kept (the rule taught whole, "
+                                       "as many rows as the reference arm)"})
     rl_rollouts: int = field(default=4, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})

@@ -1,7 +1,8 @@
 """The data stages of one arm and its BT baseline, each skipped when its output exists:
 
 - the pointwise SFT corpus (`prep/pointwise/`): the verifier teacher judges both sides of every SFT pair
-  (`patarm.prep.corpus.pointwise_corpus`, prompts built by the skill prompt builder, margin filter > 2);
+  (`patarm.prep.corpus.pointwise_corpus`, prompts built by the skill prompt builder, the margin filter:
+  > `sft_min_margin` (the paper's 2) in the reference arm, > `rule_sft_min_margin` in the arms without it);
 - the RL set (`prep/rl/`): the SFT judge rolled out n times per side, pairs kept in the band
   (`patarm.prep.corpus.rl_set`, the paper's rejection sampling);
 - the BT baseline (`prep/bt/pairs.jsonl`, `bt/`, `eval/bt.jsonl`): TRL's RewardTrainer on the same base model and
@@ -24,7 +25,6 @@ from patarm.demo.gsm8k.metrics import summarize_scores
 from patarm.io import read_json, write_jsonl
 
 logger = logging.getLogger("patarm.gsm8k")
-MIN_MARGIN = 2.0  # the paper's pointwise-corpus filter: chosen score − rejected score > 2
 
 
 def stage_args(stage: str, config: str, run_dir: Path, *flags: str) -> tuple[Any, ...]:
@@ -90,8 +90,13 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
     if not (folder / "manifest.json").is_file():
         started = time.time()
         pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill, evidence)
+        margin = args.sft_min_margin if disclose else args.rule_sft_min_margin
         rows, manifest = pointwise_corpus(pairs, make_teacher(args.teacher, args.rubric_mode),
-                                          evaluate.judge_template(args.rubric_mode), MIN_MARGIN, render=_renderer(args))
+                                          evaluate.judge_template(args.rubric_mode), margin, render=_renderer(args))
+        if not rows:
+            raise ValueError(f"{d.name}: the SFT corpus is empty — the teacher's margin exceeded the filter "
+                             f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "
+                             "sft_problems or lower sft_min_margin / rule_sft_min_margin")
         kept = {r["pair_id"] for r in rows}
         _write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
         clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
