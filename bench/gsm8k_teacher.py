@@ -71,7 +71,8 @@ def report(name: str, problems) -> None:
             records, texts = judge_all(problems, teacher, disclose)
             s, d, c = summarize_scores(records), deltas(records), consistency(texts)
             n = sum(d.values())
-            print(f"| {teacher} | {'mounted' if disclose else 'not mounted (rule)'} | {s['best_of_n']:.2f} | "
+            hidden = "not mounted (rule)" if teacher == "graded" else "not mounted (verdict from the hidden reference)"
+            print(f"| {teacher} | {'mounted' if disclose else hidden} | {s['best_of_n']:.2f} | "
                   f"{s['pair_accuracy']:.3f} | {s['top_tied_mixed']:.3f} | {sum(v for k, v in d.items() if k > 2) / n:.3f} "
                   f"| {c['consistent']}/{c['judgments']} |")
             hist = {lab: Counter(sc for r in records for sc, ok in zip(r["scores"], r["correct"]) if ok == lab)

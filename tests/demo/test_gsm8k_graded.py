@@ -195,3 +195,14 @@ def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
     sft = stage_args("sft", str(CONFIG_DIR / "gsm8k-sft.yaml"), tmp_path, "--model_name_or_path", "x",
                      "--max_length", "560", "--num_train_epochs", "2")
     assert any(getattr(a, "max_length", None) == 560 and getattr(a, "num_train_epochs", None) == 2 for a in sft)
+
+
+def test_consistency_command_reads_eval_records(tmp_path, capsys):
+    from patarm.demo.gsm8k.consistency import main
+    from patarm.io import write_jsonl
+
+    good = GradedTeacher().judge(QUESTION, RIGHT, "28", True)
+    write_jsonl([{"texts": [good, good.replace("<score>9<", "<score>4<")]}], tmp_path / "grpo.jsonl")
+    assert main([str(tmp_path / "grpo.jsonl")]) == 0
+    assert "1/2 consistent (0.500), 1 inconsistent, 0 incomplete" in capsys.readouterr().out
+    assert main([]) == 2
