@@ -25,7 +25,7 @@ def names() -> list[str]:
     return ["baseline"] + [n for n in found if n != "baseline"]
 
 
-def _value(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+def flag_value(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
     """The value of `--flag V` / `--flag=V` (the last one) and argv without it."""
     rest, value, k = [], None, 0
     while k < len(argv):
@@ -48,12 +48,11 @@ def config_of(name: str) -> Path:
     return path
 
 
-def inject(argv: list[str]) -> tuple[list[str], list[str]]:
-    """(configs to read right after the default, argv): `--ablation NAME` adds that ablation's config."""
-    name, _ = _value(argv, "--ablation")
-    if name is None or name == "":
-        return [], argv
-    return ["--config", str(config_of(name))], argv
+def inject(argv: list[str]) -> list[str]:
+    """The config arguments to read right after the default: `--ablation NAME` adds that ablation's config (the
+    flag itself stays in argv and sets the `ablation` field)."""
+    name, _ = flag_value(argv, "--ablation")
+    return ["--config", str(config_of(name))] if name else []
 
 
 def row(name: str, report: dict) -> dict:
@@ -82,8 +81,8 @@ def table(rows: list[dict]) -> str:
 
 def run_all(argv: list[str], parse: Callable, run: Callable) -> dict:
     """Every ablation in turn (finished stages are skipped), then `ablations.{md,json}` in the root folder."""
-    _, argv = _value(argv, "--ablation")
-    root, argv = _value(argv, "--run_dir")
+    _, argv = flag_value(argv, "--ablation")
+    root, argv = flag_value(argv, "--run_dir")
     root = Path(root or DEFAULT_ROOT)
     rows, seconds = [], 0.0
     for name in names():

@@ -1,15 +1,19 @@
 """A real judge that learns to use a skill: SmolLM2-135M-Instruct trained with PaTaRM on real GSM8K solutions, and
 measured as a best-of-4 selector.
 
-    patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...]
+    patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...] [--seeds 0 1 2] [--ablation NAME|all]
 
-Per arm — `reference` (the reference answer mounted as the skill's per-sample resource) and `no-reference` —
-in its own run folder `{run_dir}/<arm>/`: pairs (a correct and an incorrect solution of one problem) → pointwise
-SFT corpus from the verifier teacher → base judge evaluated → SFT → evaluated → RL set rejection-sampled with
-the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated → the Bradley-Terry baseline on the same base
-model and pairs → evaluated. Problems are split by id (seeded); every size is a value of
+Per arm — `reference` (the reference answer mounted as the skill's per-sample resource), `no-reference`, and
+`evidence` (the skill's arithmetic-check verifier run into the prompt, the reference not) — in its own run folder
+`{run_dir}/<arm>/`: pairs (a correct and an incorrect solution of one problem) → pointwise SFT corpus from the
+verifier teacher (`teacher: graded`, evidence first, 1-10) → base judge evaluated → SFT → evaluated → RL set
+rejection-sampled with the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated (also with voting@k and
+adaptive voting when `vote_k` > 0) → the Bradley-Terry baseline on the same base model and pairs → evaluated. Every
+evaluation reports evidence–verdict consistency. Problems are split by id (seeded); every size is a value of
 `patarm/demo/configs/gsm8k-recipe.yaml` (stage settings: `gsm8k-{sft,grpo,bt}.yaml`). A stage whose output exists
-is skipped, so an interrupted run resumes; the report is `{run_dir}/report.{md,json}` and `bo4.png`.
+is skipped, so an interrupted run resumes; the report is `{run_dir}/report.{md,json}` and `bo4.png`. `--seeds`
+repeats the recipe per seed on one held-out split (`report-seeds.md`: mean ± s.e.); `--ablation` reads one of
+`patarm/demo/configs/gsm8k-ablations/` (or runs all of them and writes their table).
 """
 
 from __future__ import annotations
@@ -125,8 +129,7 @@ def parse_args(argv: list[str]) -> GSM8KArguments:
     from patarm.config import parse_stage
     from patarm.demo.gsm8k.ablations import inject
 
-    ablation, argv = inject(argv)
-    (args,) = parse_stage((GSM8KArguments,), ["--config", str(DEFAULT_CONFIG), *ablation, *argv],
+    (args,) = parse_stage((GSM8KArguments,), ["--config", str(DEFAULT_CONFIG), *inject(argv), *argv],
                           prog="patarm quickstart --recipe gsm8k-skill", description=__doc__)
     return args
 
@@ -135,7 +138,7 @@ def main(argv: list[str]) -> dict:
     """`patarm quickstart --recipe gsm8k-skill ...`: one run, the seeds mode, or every ablation (`--ablation all`)."""
     from patarm.demo.gsm8k import ablations
 
-    if ablations._value(argv, "--ablation")[0] == "all":
+    if ablations.flag_value(argv, "--ablation")[0] == "all":
         return ablations.run_all(argv, parse_args, run)
     return run(parse_args(argv))
 
