@@ -84,12 +84,14 @@ def report(name: str, problems) -> None:
     b = pool_baselines(problems)
     print(f"- majority vote {b['majority_vote']:.2f} %, random {b['random']:.2f} %, Oracle@4 {b['oracle']:.2f} %, "
           f"single models {', '.join(f'{v:.2f}' for v in b['single'].values())}")
+    from patarm.demo.gsm8k.metrics import skill_selection
     from patarm.skills.bon import PoolItem, evaluate_pool
     from patarm.skills.package import find_skill
 
     items = [PoolItem(p.question, p.solutions, p.sources, p.correct, None) for p in problems]
     bon = evaluate_pool(find_skill("reward-judge"), items, "math", with_reference=False)
-    print(f"- training-free skill (patarm bon --reference none, reward-judge): {bon['skill_selection']:.2f} %")
+    print(f"- training-free skill (patarm bon --reference none, reward-judge): {bon['skill_selection']:.2f} % "
+          f"(its rule: the lowest index among ties); {skill_selection(problems):.2f} % with ties broken uniformly")
 
 
 def main() -> None:

@@ -206,3 +206,15 @@ def test_consistency_command_reads_eval_records(tmp_path, capsys):
     assert main([str(tmp_path / "grpo.jsonl")]) == 0
     assert "1/2 consistent (0.500), 1 inconsistent, 0 incomplete" in capsys.readouterr().out
     assert main([]) == 2
+
+
+def test_training_free_skill_baseline_breaks_ties_uniformly():
+    from patarm.demo.gsm8k.metrics import skill_selection
+
+    agree = data.Problem("gsm8k-0001", QUESTION, "28", list("abcd"), [RIGHT, WRONG_STEP, RIGHT, NOT_FOLLOWING],
+                         [True, False, True, False])
+    assert skill_selection([agree]) == 100.0  # answer agreement: the two 28s
+    split = data.Problem("gsm8k-0002", QUESTION, "28", list("ab"), [NOT_FOLLOWING, RIGHT], [False, True])
+    assert skill_selection([split]) == 50.0   # one answer each, every step right: a uniform pick, not index 0
+    wrong = data.Problem("gsm8k-0003", QUESTION, "28", list("ab"), [WRONG_STEP, RIGHT], [False, True])
+    assert skill_selection([wrong]) == 100.0  # the calculator check breaks the tie

@@ -97,3 +97,17 @@ def pool_baselines(problems: Sequence) -> dict[str, object]:
             "majority_vote": 100.0 * sum(majority_vote(p.solutions, p.correct) for p in problems) / n,
             "oracle": 100.0 * sum(any(p.correct) for p in problems) / n,
             "random": 100.0 * sum(sum(p.correct) / len(p.correct) for p in problems) / n, "problems": len(problems)}
+
+
+def skill_selection(problems: Sequence, skill: str = "reward-judge") -> float:
+    """The training-free skill without the reference (`patarm bon --reference none`: its verifiers — answer
+    agreement across the candidates, calculator checks — read out by its aggregation rules), percent, with this
+    module's tie rule (`patarm bon` itself takes the lowest index among ties)."""
+    from patarm.skills.bon import PoolItem, select
+    from patarm.skills.package import find_skill
+
+    loaded, picked = find_skill(skill), 0.0
+    for p in problems:
+        _, session = select(loaded, PoolItem(p.question, p.solutions, p.sources, p.correct, None), "math")
+        picked += best_of_n(session.best_of_n(session.rules())[1], p.correct)
+    return 100.0 * picked / max(len(problems), 1)

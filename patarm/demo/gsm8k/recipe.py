@@ -27,7 +27,7 @@ from typing import Any
 from patarm.config import RunArguments, check_positive
 from patarm.demo.gsm8k import data as gsm8k_data
 from patarm.demo.gsm8k import evaluate
-from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores
+from patarm.demo.gsm8k.metrics import pool_baselines, skill_selection, summarize_scores
 from patarm.demo.gsm8k.stages import (
     bt_stage, forget_eval, judge_folder, prep_sft_corpus, rl_stage, stage_args, train_stage, trained,
 )
@@ -177,8 +177,9 @@ def run(args: GSM8KArguments) -> dict:
     logger.info("%d problems (%s); held out %d, SFT pairs from %d problems, RL pool from %d", len(problems),
                 manifest.to_dict()["dropped"] or "none dropped", len(heldout), len(sft_set), len(rl_pool))
     arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock) for arm in args.arms}
+    baselines = pool_baselines(heldout) | {"skill_no_reference": skill_selection(heldout)}
     report = {"command": "patarm quickstart --recipe gsm8k-skill", "arguments": asdict(args),
-              "baselines": pool_baselines(heldout), "arms": arms, "timings": clock.timings,
+              "baselines": baselines, "arms": arms, "timings": clock.timings,
               "seconds": round(time.time() - clock.t0, 1), "data": manifest.to_dict()}
     return report | {"paths": write_report(report, out)}
 

@@ -52,6 +52,8 @@ def results_table(report: dict) -> str:
     lines += ["", "| baseline on the same held-out problems | best-of-4 % |", "|---|---|"]
     lines += [f"| single model: {s} | {v:.2f} |" for s, v in b["single"].items()]
     lines += [f"| random pick | {b['random']:.2f} |", f"| majority vote (final answers) | {b['majority_vote']:.2f} |",
+              *([f"| training-free skill, no reference (patarm bon --reference none, ties uniform) | "
+                 f"{b['skill_no_reference']:.2f} |"] if "skill_no_reference" in b else []),
               f"| Oracle@4 | {b['oracle']:.2f} |"]
     return "\n".join(lines)
 
