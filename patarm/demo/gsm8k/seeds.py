@@ -2,8 +2,8 @@
 problems (the split seed stays fixed), and the headline as mean ± standard error over the seeds
 (`{run_dir}/report-seeds.{md,json}`).
 
->>> mean_se([0.5, 0.7, 0.6])
-(0.6, 0.05773502691896258)
+>>> [round(x, 4) for x in mean_se([50.0, 52.0, 51.0])]
+[51.0, 0.5774]
 """
 
 from __future__ import annotations
