@@ -86,6 +86,23 @@ def par_rewards(chosen_scores: Sequence[Score], rejected_scores: Sequence[Score]
     return chosen, rejected
 
 
+def label_rewards(chosen_scores: Sequence[Score], rejected_scores: Sequence[Score],
+                  threshold: float) -> tuple[list[float], list[float]]:
+    """The pointwise label reward PAR is ablated against (the absolute signal the paper argues against): each
+    rollout alone earns +1 when its verdict matches the pair's label — a chosen rollout scored above
+    `threshold`, a rejected one at or below it — and −1 otherwise (a missing score is a wrong verdict).
+
+    >>> label_rewards([8, 5, None], [4, 6], threshold=5.5)
+    ([1.0, -1.0, -1.0], [1.0, -1.0])
+    """
+    chosen = [1.0 if s is not None and s > threshold else -1.0 for s in chosen_scores]
+    rejected = [1.0 if s is not None and s <= threshold else -1.0 for s in rejected_scores]
+    return chosen, rejected
+
+
+REWARD_KINDS = ("par", "label")
+
+
 def format_penalty(text_or_judgment: str | Judgment, template: JudgeTemplate | str | None = None) -> float:
     """−1.0 if the score is invalid; otherwise −0.5 if the tags are wrong; otherwise 0 (paper §3.1)."""
     judgment = text_or_judgment if isinstance(text_or_judgment, Judgment) else parse_judgment(text_or_judgment, template)
@@ -126,16 +143,22 @@ def completion_text(completion: Any) -> str:
 
 
 class PairRewards:
-    """TRL reward functions for PaTaRM: `par` (PAR) and `format` (format penalty), logged separately.
+    """TRL reward functions for PaTaRM: `par` (PAR, or with `kind="label"` the pointwise label reward of the
+    ablation) and `format` (format penalty), logged separately.
 
     Both read the dataset columns `pair_id` and `side` that TRL passes as keyword arguments. The
     completions of one call are parsed once and shared by the two functions.
     """
 
     def __init__(self, template: JudgeTemplate | str | None = None, margin: str | dict | MarginFn = "graded",
-                 audit_dir: str | None = None):
+                 audit_dir: str | None = None, kind: str = "par", label_threshold: float | None = None):
         self.template = load_template(template or "pointwise")
         self.margin_fn = get_margin_fn(margin)
+        if kind not in REWARD_KINDS:
+            raise ValueError(f"reward must be one of {list(REWARD_KINDS)}, got {kind!r}")
+        # `label` (ablation): +1/−1 per rollout against the pair's label, the verdict read at the scale's midpoint
+        self.kind = kind
+        self.label_threshold = sum(self.template.score_range) / 2 if label_threshold is None else label_threshold
         self._last: tuple[Any, list[Judgment]] | None = None
         self.recent_scores: list[float] = []  # valid scores since the last log, for score histograms
         # PATARM_PAIR_AUDIT=DIR: every process appends the pairs of each reward call to DIR/rank-<r>.jsonl
@@ -162,7 +185,8 @@ class PairRewards:
         for c_idx, r_idx in groups.values():
             c_scores = [judgments[i].score for i in c_idx]
             r_scores = [judgments[i].score for i in r_idx]
-            c_rew, r_rew = par_rewards(c_scores, r_scores, self.margin_fn)
+            c_rew, r_rew = (par_rewards(c_scores, r_scores, self.margin_fn) if self.kind == "par"
+                            else label_rewards(c_scores, r_scores, self.label_threshold))
             for i, value in zip(c_idx + r_idx, c_rew + r_rew):
                 rewards[i] = value
             satisfied += sum(v > 0 for v in c_rew + r_rew)

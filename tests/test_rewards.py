@@ -3,7 +3,8 @@
 import pytest
 
 from patarm.rewards import (
-    IncompletePairError, PairRewards, constant_margin, format_penalty, get_margin_fn, graded_margin, par_rewards,
+    IncompletePairError, PairRewards, constant_margin, format_penalty, get_margin_fn, graded_margin, label_rewards,
+    par_rewards,
 )
 
 
@@ -98,3 +99,22 @@ def test_margin_metric_nan_when_no_valid_pair():
     _call(PairRewards(), ["junk", "junk"], ["p", "p"], ["chosen", "rejected"],
           log_metric=lambda k, v: metrics.__setitem__(k, v))
     assert "par/margin" not in metrics and metrics["format/invalid_score_rate"] == 1.0
+
+
+def test_label_reward_hand_computed():
+    """The pointwise ablation: ±1 per rollout against the label, whatever the other side scored."""
+    assert label_rewards([8, 5.5, None], [5.5, 6, 1], threshold=5.5) == ([1.0, -1.0, -1.0], [1.0, -1.0, 1.0])
+    # unlike PAR, a pair whose sides both score high still pays the chosen side
+    assert label_rewards([9], [8], 5.5) == ([1.0], [-1.0]) and par_rewards([9], [8]) == ([1.2], [1.2])
+
+
+def test_trl_reward_functions_with_the_label_reward():
+    j = lambda s: [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+    completions = [j(8), j(3), j(2), j(7)]
+    r = PairRewards(kind="label")
+    assert r.label_threshold == 5.5  # the middle of the template's 1-10 range
+    assert _call(r, completions, ["p"] * 4, ["chosen", "chosen", "rejected", "rejected"]) == [1, -1, 1, -1]
+    assert PairRewards(kind="label", label_threshold=2.5).par(completions, ["p"] * 4,
+                                                                ["chosen", "chosen", "rejected", "rejected"]) == [1, 1, 1, -1]
+    with pytest.raises(ValueError, match="reward must be one of"):
+        PairRewards(kind="pointwise")

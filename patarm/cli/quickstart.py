@@ -3,8 +3,9 @@
 * `case` (the default): the bundled case-instruction task and a tiny judge built from scratch —
   `patarm quickstart [--run_dir runs/quickstart] [--small] [--seed N]`.
 * `gsm8k-skill`: SmolLM2-135M-Instruct learns to judge real GSM8K solutions with a skill (the reference answer
-  mounted per sample, and not), measured as a best-of-4 selector —
-  `patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...]` (`--help` lists the keys).
+  mounted per sample; nothing; the arithmetic check without the reference), measured as a best-of-4 selector —
+  `patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...] [--seeds 0 1 2]
+  [--ablation NAME|all]` (`--help` lists the keys).
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ def main(command: str, argv: list[str]) -> None:
     if recipe == "gsm8k-skill":
         from patarm.demo.gsm8k import recipe as gsm8k
 
-        report = gsm8k.run(gsm8k.parse_args(rest))
+        report = gsm8k.main(rest)
         print(f"gsm8k-skill finished in {report['seconds']:.0f} s; report: {report['paths']['report_md']}")
         return
     from patarm.demo import quickstart

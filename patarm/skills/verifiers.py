@@ -75,6 +75,47 @@ def calculator_annotations(context: dict, **_: Any) -> dict:
     return {"evidence": rows}
 
 
+_NUMBER_RE = re.compile(r"(?<![\w.])\d+(?:\.\d+)?")
+
+
+def calculator_steps(text: str) -> tuple[int, list[str], str | None]:
+    """A solution's `<<a op b=c>>` calculator steps re-computed: (steps that could be checked, the wrong ones as
+    written, the last step's stated result or None when there is no step)."""
+    annotations = _ANNOTATION_RE.findall(text)
+    checks = [(a, check_annotation(a)) for a in annotations]
+    last = annotations[-1].rpartition("=")[2].strip() if annotations and "=" in annotations[-1] else None
+    return sum(ok is not None for _, ok in checks), [a for a, ok in checks if ok is False], last or None
+
+
+def unused_numbers(question: str, text: str) -> list[str]:
+    """The numbers written in digits in `question` that `text` never mentions (commas ignored), in order."""
+    def numbers(s: str) -> list[str]:
+        return _NUMBER_RE.findall(s.replace(",", ""))
+
+    used = {float(x) for x in numbers(text)}
+    out: list[str] = []
+    for x in numbers(question):
+        if float(x) not in used and x not in out:
+            out.append(x)
+    return out
+
+
+def arithmetic_check(context: dict, **_: Any) -> dict:
+    """Per candidate, what can be checked without a reference: the calculator steps re-computed (wrong ones),
+    the last step's result, and the numbers of the question the solution never uses (GSM8K style)."""
+    rows = []
+    for i, text in enumerate(context["candidates"]):
+        checked, wrong, last = calculator_steps(text)
+        unused = unused_numbers(str(context.get("prompt") or ""), text)
+        rows += [{"candidate": i, "criterion": "wrong steps", "assessment": "fail" if wrong else "pass",
+                  "observation": f"{len(wrong)} of {checked}"},
+                 {"candidate": i, "criterion": "last step", "assessment": "pass" if last else "uncertain",
+                  "observation": last or "none"},
+                 {"candidate": i, "criterion": "unused numbers", "assessment": "fail" if unused else "pass",
+                  "observation": ", ".join(unused[:3]) or "none"}]
+    return {"evidence": rows}
+
+
 def _answer_clusters(answers: list[str]) -> list[int]:
     """Cluster id per answer; equal ids = mathematically equivalent (math-verify)."""
     from patarm.verify.mathans import answers_equal

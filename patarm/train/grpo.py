@@ -50,6 +50,11 @@ class GRPODataArguments(RunArguments):
     score_range: list[float] | None = field(default=None, metadata={"help": "Score range, default the template's (1 10)."})
     margin: str = field(default="graded", metadata={
         "help": "PAR margin f(δ): 'graded' (1.2 / 1.4 at δ>2), 'constant' (1.3) or a dotted path to a function."})
+    reward: str = field(default="par", metadata={
+        "help": "par (PaTaRM's Preference-Aware Reward) or label (ablation: +1 when a rollout's verdict, its score "
+                "against label_threshold, matches the pair's label, −1 otherwise)", "choices": ["par", "label"]})
+    label_threshold: float | None = field(default=None, metadata={
+        "help": "reward label: scores above it are a 'chosen' verdict; default the middle of the score range"})
     max_prompt_length: int | None = field(default=None, metadata={
         "help": "Truncate judge prompts longer than this many tokens (conversation first, then the response)."})
     enable_thinking: bool | None = field(default=None, metadata={
@@ -227,7 +232,7 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     if data.max_prompt_length:
         rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
     logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
-    rewards = PairRewards(template, data.margin)
+    rewards = PairRewards(template, data.margin, kind=data.reward, label_threshold=data.label_threshold)
     trainer = PaTaRMGRPOTrainer(
         model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],

@@ -1,5 +1,6 @@
 """`patarm quickstart --recipe gsm8k-skill` end to end on a handful of problems (slow: SmolLM2-135M-Instruct on
-the CPU, both arms, every stage and the BT baseline, a few minutes), then resumed with nothing left to do."""
+the CPU, the three arms, every stage, voting on the final judge and the BT baseline, a few minutes), then resumed
+with nothing left to do."""
 
 import json
 import subprocess
@@ -12,8 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 TINY = ["--heldout_problems", "2", "--sft_problems", "4", "--rl_problems", "1", "--rl_rollouts", "2",
-        "--rl_keep", "0.0", "1.0", "--grpo_steps", "1", "--max_prompt_tokens", "256", "--max_new_tokens", "32",
-        "--eval_batch_size", "8"]
+        "--rl_keep", "0.0", "1.0", "--grpo_steps", "1", "--max_prompt_tokens", "256", "--max_new_tokens", "64",
+        "--eval_batch_size", "8", "--vote_k", "2"]
 
 
 def _smollm2_missing() -> str | None:
@@ -34,11 +35,14 @@ def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
     first = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert first.returncode == 0, first.stderr[-3000:]
     report = json.loads((run_dir / "report.json").read_text())
-    assert set(report["arms"]) == {"reference", "no-reference"}
+    assert set(report["arms"]) == {"reference", "no-reference", "evidence"}
     for arm, result in report["arms"].items():
         assert set(result["stages"]) == {"base", "sft", "grpo"}, arm
-        for summary in [*result["stages"].values(), result["bt"]]:
+        assert ("bt" in result) == (arm != "evidence")  # BT reads no per-response evidence: no-reference's is it
+        for summary in [*result["stages"].values(), *([result["bt"]] if "bt" in result else [])]:
             assert summary["problems"] == 2 and 0 <= summary["pair_accuracy"] <= 1 and 0 <= summary["best_of_n"] <= 100
+        assert set(result["stages"]["grpo"]["voting"]) == {"vote@1", "vote@2", "adaptive@2"}
+        assert 0 <= result["stages"]["sft"]["consistency"]["consistent_rate"] <= 1
         records = [json.loads(line) for line in (run_dir / arm / "eval" / "sft.jsonl").read_text().splitlines()]
         assert [len(r["scores"]) for r in records] == [4, 4]
     split = json.loads((run_dir / "split.json").read_text())
@@ -46,8 +50,10 @@ def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
     # the reference is in the judge's prompts only in its arm
     sft_rows = {arm: (run_dir / arm / "prep" / "pointwise" / "sft.jsonl").read_text() for arm in report["arms"]}
     assert "reference-answer" in sft_rows["reference"] and "reference-answer" not in sft_rows["no-reference"]
+    assert "reference-answer" not in sft_rows["evidence"] and "wrong steps ::" in sft_rows["evidence"]
+    assert "Verifier evidence" not in sft_rows["no-reference"] and "Verifier evidence" in sft_rows["evidence"]
     md = (run_dir / "report.md").read_text()
-    assert "Oracle@4" in md and "majority vote" in md and "BT scalar RM" in md and "tie" in md
+    assert "Oracle@4" in md and "majority vote" in md and "BT scalar RM" in md and "tie" in md and "adaptive@2" in md
     assert (run_dir / "bo4.png").stat().st_size > 0
     assert "reference/sft done" in first.stderr and "no-reference/eval-grpo done" in first.stderr  # progress shown
 

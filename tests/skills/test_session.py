@@ -79,3 +79,22 @@ def test_unit_tests_verifier_needs_the_tests_to_complete():
                            [tests])
     session.run_resource("unit-tests")
     assert [e.assessment for per in session.evidence for e in per] == ["pass"] + ["fail"] * len(cheats)
+
+
+def test_static_prompt_runs_only_the_named_verifiers():
+    named = static_prompt(SKILL, "How much does she make?", BAD, "math", run_verifiers=["calculator-annotations"])
+    user = named[1]["content"]
+    assert "calculator-annotations :: fail" in user and "answer-agreement ::" not in user
+    assert "answer-agreement ::" in static_prompt(SKILL, "How much does she make?", BAD, "math")[1]["content"]
+    assert "Verifier evidence" not in static_prompt(SKILL, "q", BAD, "math", run_verifiers=[])[1]["content"]
+
+
+def test_arithmetic_check_recomputes_steps_and_finds_unused_numbers():
+    from patarm.skills.verifiers import arithmetic_check, calculator_steps, unused_numbers
+
+    assert calculator_steps(BAD) == (2, ["13*2=27"], "27") and calculator_steps("no steps. A: 3") == (0, [], None)
+    assert unused_numbers("Janet's ducks lay 16 eggs, she eats 3 and bakes 4; $2 each, 1,200 total.", BAD) == ["4", "1200"]
+    rows = arithmetic_check({"prompt": "16 eggs, 3 eaten, 4 baked, $2", "candidates": [GOOD, BAD]})["evidence"]
+    assert [(r["candidate"], r["criterion"], r["assessment"], r["observation"]) for r in rows] == [
+        (0, "wrong steps", "pass", "0 of 2"), (0, "last step", "pass", "18"), (0, "unused numbers", "pass", "none"),
+        (1, "wrong steps", "fail", "1 of 2"), (1, "last step", "pass", "27"), (1, "unused numbers", "fail", "4")]

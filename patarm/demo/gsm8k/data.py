@@ -93,10 +93,11 @@ def split_problems(problems: Sequence[Problem], heldout: int, seed: int) -> tupl
 
 
 def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclose: bool,
-               skill: str) -> list[PreferencePair]:
+               skill: str, evidence: bool = False) -> list[PreferencePair]:
     """(correct, incorrect) solution pairs of the mixed problems: up to `per_problem` per problem, drawn by a
     seeded shuffle of all such combinations. Each pair carries what the prompt builder and the teacher need:
-    the reference answer, whether the arm discloses it, the skill, and the two sources."""
+    the reference answer, whether the arm discloses it, whether it discloses the arithmetic-check evidence,
+    the skill, and the two sources."""
     rng = random.Random(seed)
     pairs = []
     for p in problems:
@@ -106,7 +107,7 @@ def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclos
             pairs.append(PreferencePair(
                 id=f"{p.id}:{p.sources[c]}>{p.sources[i]}", prompt=[{"role": "user", "content": p.question}],
                 chosen=p.solutions[c], rejected=p.solutions[i], domain="math", source="gsm8k",
-                metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "skill": skill,
+                metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "evidence": evidence, "skill": skill,
                           "chosen_source": p.sources[c], "rejected_source": p.sources[i]}))
     return pairs
 

@@ -16,13 +16,13 @@ from patarm.demo.gsm8k.prompts import judge_prompt
 from patarm.io import read_jsonl, write_jsonl
 
 TEMPLATE = "pointwise-compact"
-RUBRIC_MODE = "primary"  # the output contract: <eval> then <score>
+RUBRIC_MODE = "primary"  # the output contract: <eval> then <score> (adaptive: <rubric> first)
 
 
-def judge_template() -> Any:
+def judge_template(rubric_mode: str = RUBRIC_MODE) -> Any:
     from patarm.judge import load_template
 
-    return load_template(TEMPLATE, rubric_mode=RUBRIC_MODE)
+    return load_template(TEMPLATE, rubric_mode=rubric_mode)
 
 
 def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
@@ -31,13 +31,13 @@ def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
 
 
 def fitted_prompts(problems: Sequence[Problem], disclose: bool, skill: str, tokenizer: Any,
-                   max_tokens: int) -> list[list[dict]]:
+                   max_tokens: int, evidence: bool = False, rubric_mode: str = RUBRIC_MODE) -> list[list[dict]]:
     """The judge prompt of every candidate (problem order, then source order), cut to `max_tokens` tokens
     (the response's middle goes first; see `patarm.judge.truncate`)."""
     from patarm.judge.truncate import truncate_messages
 
-    return [truncate_messages(judge_prompt(p.question, s, p.answer if disclose else None, skill), tokenizer,
-                              max_tokens)[0] for p in problems for s in p.solutions]
+    return [truncate_messages(judge_prompt(p.question, s, p.answer if disclose else None, skill, evidence, rubric_mode),
+                              tokenizer, max_tokens)[0] for p in problems for s in p.solutions]
 
 
 def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list) -> list[dict]:
@@ -52,21 +52,33 @@ def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list
 
 def judge_problems(model: str, problems: Sequence[Problem], disclose: bool, skill: str, out_file: Path,
                    max_prompt_tokens: int, max_new_tokens: int, batch_size: int, dtype: str,
-                   name: str, device: str = "cpu") -> list[dict]:
+                   name: str, device: str = "cpu", evidence: bool = False, rubric_mode: str = RUBRIC_MODE,
+                   samples: int = 0, temperature: float = 1.0, seed: int = 0) -> list[dict]:
     """Score every candidate with the judge `model` (greedy); records are written to `out_file` and returned.
+    With `samples` = k > 0, k judgments per candidate are drawn at `temperature` instead (records gain
+    `sample_scores`: k per candidate, in draw order, for voting@k; `scores` is then the first draw).
     Completions are cached beside it (`<out_file>.cache.sqlite`) as they finish."""
     from patarm.backends import GenerationOptions, make_backend
     from patarm.judge import parse_judgment
 
     backend = make_backend(backend_spec(model, dtype, device),
-                           GenerationOptions(max_new_tokens=max_new_tokens, temperature=0.0, batch_size=batch_size),
+                           GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature if samples else 0.0,
+                                             batch_size=batch_size),
                            cache=out_file.with_suffix(".cache.sqlite"), name=name)
-    prompts = fitted_prompts(problems, disclose, skill, backend.tokenizer, max_prompt_tokens)
-    texts = [row[0] for row in backend.generate(prompts)]
-    template = judge_template()
-    judgments = [parse_judgment(t, template) for t in texts]
+    prompts = fitted_prompts(problems, disclose, skill, backend.tokenizer, max_prompt_tokens, evidence, rubric_mode)
+    outputs = backend.generate(prompts, num_samples=max(samples, 1), seed=seed if samples else None)
+    template = judge_template(rubric_mode)
+    parsed = [[parse_judgment(t, template) for t in row] for row in outputs]
+    judgments = [row[0] for row in parsed]
     records = _records(problems, [j.score for j in judgments], [j.score is not None and j.tags_ok for j in judgments],
-                       texts)
+                       [row[0] for row in outputs])
+    if samples:
+        k = 0
+        for r in records:
+            n = len(r["scores"])
+            r["sample_scores"] = [[j.score for j in row] for row in parsed[k:k + n]]
+            r["sample_texts"] = [list(row) for row in outputs[k:k + n]]
+            k += n
     write_jsonl(records, out_file)
     backend.cache.close()
     return records

@@ -38,6 +38,13 @@ def best_of_n(scores: Sequence[Score], correct: Sequence[bool]) -> float:
     return sum(correct[k] for k in top) / len(top)
 
 
+def mixed_top_tie(scores: Sequence[Score], correct: Sequence[bool]) -> bool:
+    """Whether the top score is shared by a correct and an incorrect candidate (so best-of-N must guess)."""
+    valid = [s for s in scores if s is not None]
+    top = [k for k, s in enumerate(scores) if s is not None and s == max(valid)] if valid else list(range(len(scores)))
+    return any(correct[k] for k in top) and not all(correct[k] for k in top)
+
+
 def answer_clusters(answers: Sequence[str]) -> list[int]:
     """Cluster id per final answer; equal ids are equivalent under math-verify (an empty answer is alone)."""
     from patarm.verify.mathans import answers_equal
@@ -62,9 +69,10 @@ def majority_vote(solutions: Sequence[str], correct: Sequence[bool]) -> float:
 
 def summarize_scores(records: Sequence[dict]) -> dict[str, float]:
     """One stage × arm from its per-problem records `{"scores", "correct", "valid"}`: pair accuracy (ties
-    wrong), format-valid rate, best-of-N accuracy (percent) and how often the top score was tied."""
+    wrong), format-valid rate, best-of-N accuracy (percent), how often the top score was tied, and how often it
+    was tied between a correct and an incorrect candidate (`top_tied_mixed`: where the pick is a guess)."""
     hits = pairs = valid = judged = 0
-    picked, tied = 0.0, 0
+    picked, tied, mixed = 0.0, 0, 0
     for r in records:
         h, n = pair_hits(r["scores"], r["correct"])
         hits, pairs = hits + h, pairs + n
@@ -73,9 +81,11 @@ def summarize_scores(records: Sequence[dict]) -> dict[str, float]:
         picked += best_of_n(r["scores"], r["correct"])
         scored = [s for s in r["scores"] if s is not None]
         tied += not scored or sum(s == max(scored) for s in scored) > 1
+        mixed += mixed_top_tie(r["scores"], r["correct"])
     problems = max(len(records), 1)
     return {"pair_accuracy": hits / max(pairs, 1), "pairs": pairs, "format_valid": valid / max(judged, 1),
-            "best_of_n": 100.0 * picked / problems, "top_tied": tied / problems, "problems": len(records)}
+            "best_of_n": 100.0 * picked / problems, "top_tied": tied / problems, "top_tied_mixed": mixed / problems,
+            "problems": len(records)}
 
 
 def pool_baselines(problems: Sequence) -> dict[str, object]:
@@ -87,3 +97,17 @@ def pool_baselines(problems: Sequence) -> dict[str, object]:
             "majority_vote": 100.0 * sum(majority_vote(p.solutions, p.correct) for p in problems) / n,
             "oracle": 100.0 * sum(any(p.correct) for p in problems) / n,
             "random": 100.0 * sum(sum(p.correct) / len(p.correct) for p in problems) / n, "problems": len(problems)}
+
+
+def skill_selection(problems: Sequence, skill: str = "reward-judge") -> float:
+    """The training-free skill without the reference (`patarm bon --reference none`: its verifiers — answer
+    agreement across the candidates, calculator checks — read out by its aggregation rules), percent, with this
+    module's tie rule (`patarm bon` itself takes the lowest index among ties)."""
+    from patarm.skills.bon import PoolItem, select
+    from patarm.skills.package import find_skill
+
+    loaded, picked = find_skill(skill), 0.0
+    for p in problems:
+        _, session = select(loaded, PoolItem(p.question, p.solutions, p.sources, p.correct, None), "math")
+        picked += best_of_n(session.best_of_n(session.rules())[1], p.correct)
+    return 100.0 * picked / max(len(problems), 1)

@@ -1,11 +1,13 @@
 """The judge's prompt: a skill used through static routing (`patarm.skills.router.static_prompt`), with the
-reference answer mounted as the sample's own resource when the arm discloses it.
+reference answer mounted as the sample's own resource when the arm discloses it, and the skill's
+`arithmetic-check` verifier run into the prompt when the arm discloses that evidence (the `evidence` arm).
 
 One builder serves every stage — the SFT corpus, the rejection-sampled RL set, GRPO rollouts (the GRPO config
 names it: `prompt_builder: patarm.demo.gsm8k.prompts:skill_prompt`) and evaluation — so the judge is always
 asked the same way. What it needs travels with the pair: `metadata["reference"]` (the reference final
-answer), `metadata["disclose"]` (mount it or not) and `metadata["skill"]` (which skill's procedure and routed
-resources frame the prompt).
+answer), `metadata["disclose"]` (mount it or not), `metadata["evidence"]` (run the arithmetic check into the
+prompt or not) and `metadata["skill"]` (which skill's procedure and routed resources frame the prompt). The
+template's rubric mode adds the `<rubric>` request in the adaptive mode.
 """
 
 from __future__ import annotations
@@ -16,35 +18,48 @@ from typing import Any
 
 from patarm.data import PreferencePair
 
-SKILL_DIR = Path(__file__).resolve().parents[1] / "assets" / "gsm8k-judge"
-DEFAULT_SKILL = "gsm8k-judge"  # compact: a 3-line procedure, no routed resources (CPU); or e.g. reward-judge
+ASSETS = Path(__file__).resolve().parents[1] / "assets"
+COMPACT_SKILLS = ("gsm8k-judge", "gsm8k-judge-graded")  # the recipe's own (assets/<name>): no routed resources
+DEFAULT_SKILL = "gsm8k-judge"  # the binary teacher's; the graded teacher's is gsm8k-judge-graded (teacher.SKILL_OF)
 DOMAIN = "math"
 REFERENCE_ID = "reference-answer"
+EVIDENCE_ID = "arithmetic-check"  # the skill's verifier whose evidence the `evidence` arm discloses
+ADAPTIVE_REQUEST = "First <rubric>: this problem's criteria, one per line. Then <eval> and <score>."
 
 
 @lru_cache(maxsize=8)
 def load_judge_skill(name: str = DEFAULT_SKILL) -> Any:
-    """The skill by name: the recipe's compact `gsm8k-judge`, a skill of the shipped bank, or a folder."""
+    """The skill by name: one of the recipe's compact skills, a skill of the shipped bank, or a folder."""
     from patarm.skills.package import find_skill, load_skill
 
-    return load_skill(SKILL_DIR) if name == DEFAULT_SKILL else find_skill(name)
+    return load_skill(ASSETS / name) if name in COMPACT_SKILLS else find_skill(name)
 
 
-def judge_prompt(question: str, response: str, reference: str | None, skill: str = DEFAULT_SKILL) -> list[dict]:
+def judge_prompt(question: str, response: str, reference: str | None, skill: str = DEFAULT_SKILL,
+                 evidence: bool = False, rubric_mode: str = "primary") -> list[dict]:
     """Chat messages asking the judge to score `response`; `reference` (a final answer) is mounted as the
-    sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt: the judge
-    gathers the evidence itself."""
+    sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt (the judge
+    gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`."""
     from patarm.skills.router import static_prompt
     from patarm.skills.session import mount
 
     mounted = [] if reference is None else [mount(REFERENCE_ID, "reference", reference, "the reference final answer")]
-    return static_prompt(load_judge_skill(skill), question, response, DOMAIN, mounted, run_verifiers=False)
+    loaded = load_judge_skill(skill)
+    if evidence and EVIDENCE_ID not in loaded.resources:
+        raise ValueError(f"the evidence arm runs the skill's {EVIDENCE_ID!r} verifier, which skill {skill!r} does not "
+                         f"have: use skill gsm8k-judge-graded (teacher: graded)")
+    messages = static_prompt(loaded, question, response, DOMAIN, mounted, run_verifiers=[EVIDENCE_ID] if evidence else False)
+    if rubric_mode == "adaptive":
+        messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + ADAPTIVE_REQUEST}
+    return messages
 
 
 def skill_prompt(pair: PreferencePair, response: str, template: Any = None) -> list[dict]:
     """The prompt builder of every stage: (pair, one of its responses, template) → chat messages. The template
-    only fixes the output contract (`<eval>` then `<score>`), which the skill prompt states itself."""
+    fixes the output contract (`<eval>` then `<score>`, a `<rubric>` first in its adaptive rubric mode), which
+    the skill prompt states itself."""
     meta = pair.metadata
     reference = meta.get("reference") if meta.get("disclose") else None
     return judge_prompt(pair.question, response, None if reference is None else str(reference),
-                        meta.get("skill", DEFAULT_SKILL))
+                        meta.get("skill", DEFAULT_SKILL), bool(meta.get("evidence")),
+                        getattr(template, "rubric_mode", None) or "primary")

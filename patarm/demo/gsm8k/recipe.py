@@ -1,15 +1,19 @@
 """A real judge that learns to use a skill: SmolLM2-135M-Instruct trained with PaTaRM on real GSM8K solutions, and
 measured as a best-of-4 selector.
 
-    patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...]
+    patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...] [--seeds 0 1 2] [--ablation NAME|all]
 
-Per arm — `reference` (the reference answer mounted as the skill's per-sample resource) and `no-reference` —
-in its own run folder `{run_dir}/<arm>/`: pairs (a correct and an incorrect solution of one problem) → pointwise
-SFT corpus from the verifier teacher → base judge evaluated → SFT → evaluated → RL set rejection-sampled with
-the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated → the Bradley-Terry baseline on the same base
-model and pairs → evaluated. Problems are split by id (seeded); every size is a value of
+Per arm — `reference` (the reference answer mounted as the skill's per-sample resource), `no-reference`, and
+`evidence` (the skill's arithmetic-check verifier run into the prompt, the reference not) — in its own run folder
+`{run_dir}/<arm>/`: pairs (a correct and an incorrect solution of one problem) → pointwise SFT corpus from the
+verifier teacher (`teacher: graded`, evidence first, 1-10) → base judge evaluated → SFT → evaluated → RL set
+rejection-sampled with the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated (also with voting@k and
+adaptive voting when `vote_k` > 0) → the Bradley-Terry baseline on the same base model and pairs → evaluated. Every
+evaluation reports evidence–verdict consistency. Problems are split by id (seeded); every size is a value of
 `patarm/demo/configs/gsm8k-recipe.yaml` (stage settings: `gsm8k-{sft,grpo,bt}.yaml`). A stage whose output exists
-is skipped, so an interrupted run resumes; the report is `{run_dir}/report.{md,json}` and `bo4.png`.
+is skipped, so an interrupted run resumes; the report is `{run_dir}/report.{md,json}` and `bo4.png`. `--seeds`
+repeats the recipe per seed on one held-out split (`report-seeds.md`: mean ± s.e.); `--ablation` reads one of
+`patarm/demo/configs/gsm8k-ablations/` (or runs all of them and writes their table).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import Any
 from patarm.config import RunArguments, check_positive
 from patarm.demo.gsm8k import data as gsm8k_data
 from patarm.demo.gsm8k import evaluate
-from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores
+from patarm.demo.gsm8k.metrics import pool_baselines, skill_selection, summarize_scores
 from patarm.demo.gsm8k.stages import (
     bt_stage, forget_eval, judge_folder, prep_sft_corpus, rl_stage, stage_args, train_stage, trained,
 )
@@ -31,7 +35,9 @@ from patarm.io import read_json, write_json
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "gsm8k-recipe.yaml"
-ARMS = ("reference", "no-reference")
+ARMS = ("reference", "no-reference", "evidence")
+# what each arm discloses to the judge: (the reference answer, the skill's arithmetic-check evidence)
+DISCLOSES = {"reference": (True, False), "no-reference": (False, False), "evidence": (False, True)}
 STAGES = ("base", "sft", "grpo")
 logger = logging.getLogger("patarm.gsm8k")
 
@@ -44,34 +50,73 @@ class GSM8KArguments(RunArguments):
     data_dir: str = field(default="../shared/benchmarks/gsm8k", metadata={"path": "input", "help":
                           "folder with example_model_solutions.jsonl (4 models' GSM8K test solutions) and test.jsonl"})
     model: str = field(default="smollm2", metadata={"help": "the base model spec of the judge and of the BT baseline"})
-    arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "reference and/or no-reference"})
-    skill: str = field(default="gsm8k-judge", metadata={"help": "the skill framing the judge prompt: gsm8k-judge "
-                       "(compact) or a bank skill such as reward-judge (its routed resources enter the prompt)"})
+    arms: list[str] = field(default_factory=lambda: list(ARMS), metadata={"help": "reference (the reference answer "
+                            "mounted), no-reference, evidence (the arithmetic check disclosed, the reference not)"})
+    teacher: str = field(default="graded", metadata={"help": "the SFT corpus' verifier teacher: graded (1-10 from "
+                         "checkable evidence, docs/gsm8k-skill.md) or binary (9 / 2, the first recipe's)",
+                         "choices": ["graded", "binary"]})
+    skill: str = field(default="", metadata={"help": "the skill framing the judge prompt: empty = the teacher's "
+                       "compact skill (gsm8k-judge-graded / gsm8k-judge), or a bank skill such as reward-judge"})
+    rubric_mode: str = field(default="primary", metadata={"help": "primary (<eval> then <score>) or adaptive (a "
+                             "sample-specific <rubric> first; graded teacher)", "choices": ["primary", "adaptive"]})
+    margin: str = field(default="graded", metadata={"help": "GRPO-PAR's f(δ): graded or constant (ablation)"})
+    reward: str = field(default="par", metadata={"help": "GRPO reward: par, or label (ablation: +1/−1 per rollout "
+                        "against the pair's label)", "choices": ["par", "label"]})
+    sft_epochs: float | None = field(default=None, metadata={"help": "override the SFT config's num_train_epochs "
+                                     "(the 'more SFT instead of GRPO' ablation)"})
     heldout_problems: int = field(default=100, metadata={"help": "problems held out for evaluation"})
     sft_problems: int = field(default=96, metadata={"help": "train problems (with a correct and an incorrect "
                               "solution) whose pairs make the SFT corpus"})
     rl_problems: int = field(default=16, metadata={"help": "further train problems whose pairs are the RL pool"})
     pairs_per_problem: int = field(default=1, metadata={"help": "(correct, incorrect) pairs drawn per problem"})
+    sft_min_margin: float = field(default=2.0, metadata={"help": "the paper's SFT-corpus filter in the reference "
+                                  "arm: keep pairs whose teacher margin (chosen − rejected score) is > this"})
+    rule_sft_min_margin: float = field(default=-10.0, metadata={"help": "the same filter in the arms without the "
+                                       "reference, whose graded teacher is the evidence-only rule: it separates only "
+                                       "~21 % of pairs by > 2, so by default every pair is kept (the rule taught whole, "
+                                       "as many rows as the reference arm)"})
     rl_rollouts: int = field(default=4, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})
-    grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps"})
+    grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
     max_prompt_tokens: int = field(default=320, metadata={"help": "judge prompts are cut to this many tokens"})
-    max_new_tokens: int = field(default=48, metadata={"help": "judgment length limit (evaluation, rejection "
-                                "sampling; GRPO's is max_completion_length)"})
+    max_new_tokens: int = field(default=96, metadata={"help": "judgment length limit (evaluation, rejection "
+                                "sampling, GRPO's max_completion_length; SFT's max_length is max_prompt_tokens + this)"})
     eval_batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
     eval_dtype: str = field(default="bfloat16", metadata={"help": "weights' dtype for judging and sampling"})
     judge_device: str = field(default="cpu", metadata={"help": "where judging and rejection sampling run: cpu, or "
                               "cuda (a GPU)"})
-    bt_baseline: bool = field(default=True, metadata={"help": "train and evaluate the Bradley-Terry baseline"})
+    bt_baseline: bool = field(default=True, metadata={"help": "train and evaluate the Bradley-Terry baseline (the "
+                              "evidence arm has none of its own: BT reads the same response without the reference, "
+                              "as in no-reference)"})
+    vote_k: int = field(default=0, metadata={"help": "also judge with k sampled judgments per candidate (voting@1..k "
+                        "and adaptive voting; k× the judge calls); 0: greedy only"})
+    vote_stages: list[str] = field(default_factory=lambda: ["grpo"], metadata={"help": "stages judged with voting"})
+    vote_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the voting judgments"})
     sft_config: str = field(default="gsm8k-sft.yaml", metadata={"path": "input", "help": "the SFT stage config"})
     grpo_config: str = field(default="gsm8k-grpo.yaml", metadata={"path": "input", "help": "the GRPO stage config"})
     bt_config: str = field(default="gsm8k-bt.yaml", metadata={"path": "input", "help": "the BT stage config"})
     seed: int = field(default=0, metadata={"help": "seed of the split, the pairs, the models and the sampling"})
+    split_seed: int | None = field(default=None, metadata={"help": "seed of the held-out split (default: seed); "
+                                   "the seeds mode keeps one split for every seed"})
+    seeds: list[int] | None = field(default=None, metadata={"help": "run the recipe once per seed into "
+                                    "{run_dir}/seed-<s>/ (same held-out problems) and report mean ± s.e."})
+    ablation: str = field(default="", metadata={"help": "an ablation of the reference arm (its config in "
+                          "patarm/demo/configs/gsm8k-ablations/ is read after the default), or all (every one, "
+                          "then the table)"})
 
     def __post_init__(self) -> None:
+        from patarm.demo.gsm8k.teacher import SKILL_OF
+
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
-                       "grpo_steps", "max_prompt_tokens", "max_new_tokens", "eval_batch_size")
+                       "max_prompt_tokens", "max_new_tokens", "eval_batch_size")
+        if self.grpo_steps < 0 or self.vote_k < 0:
+            raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
+        self.skill = self.skill or SKILL_OF[self.teacher]
+        if self.rubric_mode == "adaptive" and self.teacher != "graded":
+            raise ValueError("rubric_mode adaptive needs teacher graded (the binary teacher writes no <rubric>)")
+        if "evidence" in self.arms and self.teacher != "graded":
+            raise ValueError("the evidence arm needs teacher graded (its skill has the arithmetic-check verifier)")
         unknown = set(self.arms) - set(ARMS)
         if unknown or not self.arms:
             raise ValueError(f"arms: choose from {list(ARMS)}, got {self.arms}")
@@ -80,12 +125,22 @@ class GSM8KArguments(RunArguments):
 
 
 def parse_args(argv: list[str]) -> GSM8KArguments:
-    """The recipe's arguments: the CPU default config, then the given configs and flags."""
+    """The recipe's arguments: the CPU default config, the `--ablation`'s config, then the given configs and flags."""
     from patarm.config import parse_stage
+    from patarm.demo.gsm8k.ablations import inject
 
-    (args,) = parse_stage((GSM8KArguments,), ["--config", str(DEFAULT_CONFIG), *argv],
+    (args,) = parse_stage((GSM8KArguments,), ["--config", str(DEFAULT_CONFIG), *inject(argv), *argv],
                           prog="patarm quickstart --recipe gsm8k-skill", description=__doc__)
     return args
+
+
+def main(argv: list[str]) -> dict:
+    """`patarm quickstart --recipe gsm8k-skill ...`: one run, the seeds mode, or every ablation (`--ablation all`)."""
+    from patarm.demo.gsm8k import ablations
+
+    if ablations.flag_value(argv, "--ablation")[0] == "all":
+        return ablations.run_all(argv, parse_args, run)
+    return run(parse_args(argv))
 
 
 class Clock:
@@ -108,17 +163,23 @@ def run(args: GSM8KArguments) -> dict:
 
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
+    if args.seeds:
+        from patarm.demo.gsm8k.seeds import run_seeds
+
+        return run_seeds(args, run)
     clock = Clock(out)
     problems, manifest = gsm8k_data.load_problems(args.data_dir)
-    train, heldout = gsm8k_data.split_problems(problems, args.heldout_problems, args.seed)
+    split_seed = args.seed if args.split_seed is None else args.split_seed
+    train, heldout = gsm8k_data.split_problems(problems, args.heldout_problems, split_seed)
     sft_set = gsm8k_data.take(train, args.sft_problems)
     rl_pool = gsm8k_data.take(train, args.rl_problems, start=args.sft_problems)
     _check_split(out, heldout, sft_set, rl_pool)
     logger.info("%d problems (%s); held out %d, SFT pairs from %d problems, RL pool from %d", len(problems),
                 manifest.to_dict()["dropped"] or "none dropped", len(heldout), len(sft_set), len(rl_pool))
     arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock) for arm in args.arms}
+    baselines = pool_baselines(heldout) | {"skill_no_reference": skill_selection(heldout)}
     report = {"command": "patarm quickstart --recipe gsm8k-skill", "arguments": asdict(args),
-              "baselines": pool_baselines(heldout), "arms": arms, "timings": clock.timings,
+              "baselines": baselines, "arms": arms, "timings": clock.timings,
               "seconds": round(time.time() - clock.t0, 1), "data": manifest.to_dict()}
     return report | {"paths": write_report(report, out)}
 
@@ -136,51 +197,71 @@ def _check_split(out: Path, heldout, sft_set, rl_pool) -> None:
 
 def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, clock: Clock) -> dict:
     """One arm end to end in its run folder `d`; returns its evaluation summaries and prep counts."""
-    disclose = arm == "reference"
+    disclose, evidence = DISCLOSES[arm]
     result: dict[str, Any] = {"stages": {}, "prep": {}}
-    result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock)
+    result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock, evidence)
     judged = {"base": args.model}
     started = time.time()
     if not trained(d / "sft"):
         forget_eval(d, "sft")
+        epochs = () if args.sft_epochs is None else ("--num_train_epochs", str(args.sft_epochs))
         train_stage("sft", stage_args("sft", args.sft_config, d, "--model_name_or_path", args.model,
-                                  "--seed", str(args.seed)))
+                                  "--seed", str(args.seed), "--max_length",
+                                  str(args.max_prompt_tokens + args.max_new_tokens + 16), *epochs))
         clock.done(f"{arm}/sft", started)
     judged["sft"] = str(judge_folder(d / "sft"))
-    result["prep"]["rl"] = rl_stage(args, d, rl_pool, disclose, judged["sft"], clock)
-    if result["prep"]["rl"]["kept"]:
+    result["prep"]["rl"] = (rl_stage(args, d, rl_pool, disclose, judged["sft"], clock, evidence) if args.grpo_steps
+                            else {"pool": 0, "kept": 0, "dropped": {"no GRPO stage (grpo_steps 0)": 0}})
+    if args.grpo_steps and result["prep"]["rl"]["kept"]:
         started = time.time()
         if not trained(d / "grpo"):
             forget_eval(d, "grpo")
             train_stage("grpo", stage_args("grpo", args.grpo_config, d, "--model_name_or_path", judged["sft"],
                                        "--seed", str(args.seed), "--max_steps", str(args.grpo_steps),
-                                       "--max_prompt_length", str(args.max_prompt_tokens)))
+                                       "--max_prompt_length", str(args.max_prompt_tokens),
+                                       "--max_completion_length", str(args.max_new_tokens),
+                                       "--rubric_mode", args.rubric_mode, "--margin", args.margin,
+                                       "--reward", args.reward))
             clock.done(f"{arm}/grpo", started)
         judged["grpo"] = str(judge_folder(d / "grpo"))
-    else:
+    elif args.grpo_steps:
         logger.warning("%s: the RL set is empty (no pool pair in the kept band), so there is no GRPO stage", arm)
     for stage, model in judged.items():
-        result["stages"][stage] = _evaluate(args, arm, d, stage, model, heldout, disclose, clock)
-    if args.bt_baseline:
+        result["stages"][stage] = _evaluate(args, arm, d, stage, model, heldout, clock)
+    if args.bt_baseline and arm != "evidence":
         result["bt"] = bt_stage(args, d, arm, heldout, disclose, clock)
     result["grpo_curve"] = _grpo_curve(d / "grpo" / "metrics.jsonl")
     return result
 
 
-def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, heldout, disclose: bool,
-              clock: Clock) -> dict:
-    path = d / "eval" / f"{stage}.jsonl"
-    if path.is_file():
-        records = evaluate.load_records(path)
-    else:
-        started = time.time()
-        records = evaluate.judge_problems(model, heldout, disclose, args.skill, path, args.max_prompt_tokens,
-                                          args.max_new_tokens, args.eval_batch_size, args.eval_dtype,
-                                          name=f"{arm}/{stage} judge", device=args.judge_device)
-        clock.done(f"{arm}/eval-{stage}", started)
-    summary = summarize_scores(records)
-    logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%", arm, stage,
-                summary["pair_accuracy"], summary["format_valid"], summary["best_of_n"])
+def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, heldout, clock: Clock) -> dict:
+    """The stage's greedy judgments (and k sampled ones when voting): metrics and evidence–verdict consistency."""
+    from patarm.demo.gsm8k.consistency import summarize as consistency
+    from patarm.demo.gsm8k.vote import voting_summary
+
+    disclose, evidence = DISCLOSES[arm]
+    runs = {"": 0} | ({"-vote": args.vote_k} if args.vote_k and stage in args.vote_stages else {})
+    summary: dict[str, Any] = {}
+    for suffix, samples in runs.items():
+        path = d / "eval" / f"{stage}{suffix}.jsonl"
+        if path.is_file():
+            records = evaluate.load_records(path)
+        else:
+            started = time.time()
+            records = evaluate.judge_problems(model, heldout, disclose, args.skill, path, args.max_prompt_tokens,
+                                              args.max_new_tokens, args.eval_batch_size, args.eval_dtype,
+                                              name=f"{arm}/{stage}{suffix} judge", device=args.judge_device,
+                                              evidence=evidence, rubric_mode=args.rubric_mode, samples=samples,
+                                              temperature=args.vote_temperature, seed=args.seed)
+            clock.done(f"{arm}/eval-{stage}{suffix}", started)
+        if samples:
+            summary["voting"] = voting_summary(records, samples)
+        else:
+            summary |= summarize_scores(records)
+            summary["consistency"] = consistency([t for r in records for t in r["texts"]])
+    logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%, consistent %.3f", arm, stage,
+                summary["pair_accuracy"], summary["format_valid"], summary["best_of_n"],
+                summary["consistency"]["consistent_rate"])
     return summary
 
 

@@ -14,15 +14,33 @@ TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment 
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
+ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
+              "evidence": "arithmetic check disclosed, reference not"}
+
+
 def _row(name: str, arm: str, m: dict, valid: bool = True) -> str:
     fmt = f"{m['format_valid']:.3f}" if valid else "—"
+    consistent = f"{m['consistency']['consistent_rate']:.3f}" if "consistency" in m else "—"
     return (f"| {name} | {arm} | {m['pair_accuracy']:.3f} | {fmt} | {m['best_of_n']:.2f} | "
-            f"{m['top_tied']:.2f} |")
+            f"{m['top_tied']:.2f} | {m.get('top_tied_mixed', float('nan')):.2f} | {consistent} |")
+
+
+def voting_table(report: dict) -> str:
+    """Markdown: voting@k and adaptive voting per arm × stage judged with samples, with the judge calls spent."""
+    lines = ["| judge | arm | rule | pair accuracy | best-of-4 % | top tied (correct & incorrect) | judge calls |",
+             "|---|---|---|---|---|---|---|"]
+    for arm, res in report["arms"].items():
+        for stage, m in res["stages"].items():
+            for rule, v in (m.get("voting") or {}).items():
+                lines.append(f"| {STAGE_NAMES[stage]} | {arm} | {rule} | {v['pair_accuracy']:.3f} | "
+                             f"{v['best_of_n']:.2f} | {v['top_tied_mixed']:.2f} | {v['calls']} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def results_table(report: dict) -> str:
     """Markdown: every stage × arm, the BT baseline per arm, then the pool's baselines."""
-    lines = ["| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied |", "|---|---|---|---|---|---|"]
+    lines = ["| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied | top tied (correct & "
+             "incorrect) | evidence–verdict consistent |", "|---|---|---|---|---|---|---|---|"]
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if stage in res["stages"]:
@@ -34,6 +52,8 @@ def results_table(report: dict) -> str:
     lines += ["", "| baseline on the same held-out problems | best-of-4 % |", "|---|---|"]
     lines += [f"| single model: {s} | {v:.2f} |" for s, v in b["single"].items()]
     lines += [f"| random pick | {b['random']:.2f} |", f"| majority vote (final answers) | {b['majority_vote']:.2f} |",
+              *([f"| training-free skill, no reference (patarm bon --reference none, ties uniform) | "
+                 f"{b['skill_no_reference']:.2f} |"] if "skill_no_reference" in b else []),
               f"| Oracle@4 | {b['oracle']:.2f} |"]
     return "\n".join(lines)
 
@@ -68,7 +88,7 @@ def plot(report: dict, path: Path) -> None:
         for a, arm in enumerate(arms):
             res = report["arms"][arm]
             values = [(res["stages"].get(j) or res.get(j) or {}).get(key, float("nan")) for j in judges]
-            ax.bar([x + a * width for x in range(len(judges))], values, width, label=f"reference {'mounted' if arm == 'reference' else 'not disclosed'}")
+            ax.bar([x + a * width for x in range(len(judges))], values, width, label=ARM_LABELS.get(arm, arm))
         ax.set_xticks([x + width * (len(arms) - 1) / 2 for x in range(len(judges))], labels)
         ax.set_title(title)
         if key == "best_of_n":
@@ -89,7 +109,8 @@ def plot(report: dict, path: Path) -> None:
 
 def write_report(report: dict, out: Path) -> dict[str, str]:
     """Print the tables; write report.md, report.json and bo4.png; return their paths."""
-    table, prep = results_table(report), prep_table(report)
+    table, prep, votes = results_table(report), prep_table(report), voting_table(report)
+    prep = prep + ("\n\n" + votes if votes else "")
     print("\n" + table + "\n\n" + prep + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "bo4.png"}
     plot(report, paths["plot"])

@@ -1,7 +1,8 @@
 """The data stages of one arm and its BT baseline, each skipped when its output exists:
 
 - the pointwise SFT corpus (`prep/pointwise/`): the verifier teacher judges both sides of every SFT pair
-  (`patarm.prep.corpus.pointwise_corpus`, prompts built by the skill prompt builder, margin filter > 2);
+  (`patarm.prep.corpus.pointwise_corpus`, prompts built by the skill prompt builder, the margin filter:
+  > `sft_min_margin` (the paper's 2) in the reference arm, > `rule_sft_min_margin` in the arms without it);
 - the RL set (`prep/rl/`): the SFT judge rolled out n times per side, pairs kept in the band
   (`patarm.prep.corpus.rl_set`, the paper's rejection sampling);
 - the BT baseline (`prep/bt/pairs.jsonl`, `bt/`, `eval/bt.jsonl`): TRL's RewardTrainer on the same base model and
@@ -24,7 +25,6 @@ from patarm.demo.gsm8k.metrics import summarize_scores
 from patarm.io import read_json, write_jsonl
 
 logger = logging.getLogger("patarm.gsm8k")
-MIN_MARGIN = 2.0  # the paper's pointwise-corpus filter: chosen score − rejected score > 2
 
 
 def stage_args(stage: str, config: str, run_dir: Path, *flags: str) -> tuple[Any, ...]:
@@ -59,8 +59,9 @@ def train_stage(stage: str, args_tuple: tuple[Any, ...]) -> None:
 
 def forget_eval(arm_dir: Path, stage: str) -> None:
     """A stage was (re)trained: its old evaluation and cached judgments no longer describe it."""
-    for path in (arm_dir / "eval").glob(f"{stage}.*"):
-        path.unlink()
+    for pattern in (f"{stage}.*", f"{stage}-vote.*"):
+        for path in (arm_dir / "eval").glob(pattern):
+            path.unlink()
 
 
 def _renderer(args: Any):
@@ -80,24 +81,29 @@ def _write_step(folder: Path, manifest: Any, files: dict[str, list]) -> None:
     manifest.write(str(folder / "manifest.json"))  # written last: its presence marks the step complete
 
 
-def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any) -> dict:
-    """The pointwise SFT corpus of the arm; returns its manifest."""
-    from patarm.demo.gsm8k.teacher import VerifierTeacher
+def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, evidence: bool = False) -> dict:
+    """The pointwise SFT corpus of the arm (the teacher named by `args.teacher`); returns its manifest."""
+    from patarm.demo.gsm8k.teacher import make_teacher
     from patarm.prep.corpus import pointwise_corpus
 
     folder = d / "prep" / "pointwise"
     if not (folder / "manifest.json").is_file():
         started = time.time()
-        pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill)
-        rows, manifest = pointwise_corpus(pairs, VerifierTeacher(), evaluate.judge_template(), MIN_MARGIN,
-                                          render=_renderer(args))
+        pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill, evidence)
+        margin = args.sft_min_margin if disclose else args.rule_sft_min_margin
+        rows, manifest = pointwise_corpus(pairs, make_teacher(args.teacher, args.rubric_mode),
+                                          evaluate.judge_template(args.rubric_mode), margin, render=_renderer(args))
+        if not rows:
+            raise ValueError(f"{d.name}: the SFT corpus is empty — the teacher's margin exceeded the filter "
+                             f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "
+                             "sft_problems or lower sft_min_margin / rule_sft_min_margin")
         kept = {r["pair_id"] for r in rows}
         _write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
         clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
     return read_json(folder / "manifest.json")
 
 
-def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: Any) -> dict:
+def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: Any, evidence: bool = False) -> dict:
     """The RL set: pool pairs whose share of right SFT-judge rollouts is in the kept band; returns its counts."""
     from patarm.backends import GenerationOptions, make_backend
     from patarm.prep.corpus import rl_set
@@ -105,13 +111,13 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
     folder = d / "prep" / "rl"
     if not (folder / "manifest.json").is_file():
         started = time.time()
-        pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill)
+        pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill, evidence)
         sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
                                GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=1.0,
                                                  batch_size=args.eval_batch_size),
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
-        kept, manifest = rl_set(pool, sampler, evaluate.judge_template(), n=args.rl_rollouts, low=args.rl_keep[0],
-                                high=args.rl_keep[1], seed=args.seed, render=_renderer(args))
+        kept, manifest = rl_set(pool, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
+                                low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args))
         sampler.cache.close()
         _write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
         clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")

@@ -1,11 +1,18 @@
-"""The verifier teacher: judgments written from math-verify against the reference answer, run as the skill's own
-`reference-match` verifier (`patarm.skills.verifiers.reference_match`) on a session with the reference mounted.
+"""The recipe's verifier teachers: judgments written from checks a program can make, run as the skill's own
+verifiers (`reference-match`: math-verify against the reference, `patarm.skills.verifiers`) on a session with
+the reference mounted. Each `<eval>` states the evidence before the verdict, and `<score>` follows from it.
 
-Its `<eval>` states the evidence before the verdict — the response's final answer, then the reference answer
-(or "not mounted" in the arm that does not disclose it), then `correct :: pass|fail` — and `<score>` follows
-from the verdict (9 / 2). The teacher always knows the reference; the judge of the undisclosed arm is taught
-the same verdicts without it. A backend (`kind: patarm.demo.gsm8k.teacher:VerifierTeacher`): it reads the pair
-and side of each prompt from `metadata`, as `patarm.prep.corpus` passes them.
+- `graded` (the recipe default, `GradedTeacher`): the final answer against the reference, every `<<a op b=c>>`
+  calculator step re-computed, whether the final answer follows from the last step and which numbers of the
+  question go unused; the 1-10 scale of `patarm.demo.gsm8k.evidence`. Without the reference (the `no-reference`
+  and `evidence` arms) the score is the evidence-only rule and the verdict `unknown`: the judge is never taught a
+  verdict it could not derive from what it states.
+- `binary` (`VerifierTeacher`, the first recipe's): the response's final answer, the reference answer (or "not
+  mounted"), `correct :: pass|fail`, then 9 / 2. The teacher always knows the reference; the judge of the
+  undisclosed arm is taught the same verdicts without it.
+
+Both are backends (`kind: patarm.demo.gsm8k.teacher:GradedTeacher`): they read the pair and side of each prompt
+from `metadata`, as `patarm.prep.corpus` passes them.
 """
 
 from __future__ import annotations
@@ -15,16 +22,10 @@ from typing import Any, Sequence
 from patarm.backends.base import BackendError, OnResult
 from patarm.data import PreferencePair
 from patarm.data.schema import Messages
+from patarm.demo.gsm8k.evidence import NOT_MOUNTED, gather, rubric_lines, shown_answer
+from patarm.demo.gsm8k.evidence import judgment_text as graded_text
 
-PASS_SCORE, FAIL_SCORE = 9, 2
-MAX_ANSWER_CHARS = 40  # a final answer shown in the evidence is cut here (the pool's are numbers)
-NOT_MOUNTED = "not mounted"
-
-
-def shown_answer(text: str) -> str:
-    """A final answer as the evidence shows it: one line, at most MAX_ANSWER_CHARS characters."""
-    line = " ".join(text.split())
-    return line if len(line) <= MAX_ANSWER_CHARS else line[:MAX_ANSWER_CHARS - 1] + "…"
+PASS_SCORE, FAIL_SCORE = 9, 2  # the binary teacher's scores
 
 
 def judgment_text(answer: str, reference: str | None, correct: bool) -> str:
@@ -48,8 +49,25 @@ def verify(question: str, response: str, reference: str) -> tuple[str, bool]:
     return final_answer(response), observation["evidence"][0]["assessment"] == "pass"
 
 
+def _pair_side(metadata: Sequence[dict] | None, n: int, name: str) -> list[tuple[PreferencePair, str]]:
+    """(pair, side) per prompt from the metadata `patarm.prep.corpus` passes; errors name what is missing."""
+    if metadata is None or len(metadata) != n:
+        raise BackendError(f"{name} needs metadata: one {{'pair', 'side'}} per prompt (patarm.prep.corpus passes it)")
+    out = []
+    for i, meta in enumerate(metadata):
+        pair, side = meta.get("pair"), meta.get("side")
+        if isinstance(pair, dict):
+            pair = PreferencePair.from_dict(pair)
+        if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") \
+                or "reference" not in pair.metadata:
+            raise BackendError(f"{name}: metadata[{i}] needs a GSM8K pair (with metadata['reference']) and a side; "
+                               "build pairs with patarm.demo.gsm8k.data.make_pairs")
+        out.append((pair, side))
+    return out
+
+
 class VerifierTeacher:
-    """Pointwise judgments of GSM8K solutions from the verifier; deterministic, so never cached."""
+    """Binary pointwise judgments (9 / 2) of GSM8K solutions from the verifier; deterministic, so never cached."""
 
     model_id = "verifier-teacher(math-verify reference-match)"
 
@@ -58,19 +76,50 @@ class VerifierTeacher:
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
                  metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
-        if metadata is None or len(metadata) != len(prompts):
-            raise BackendError("VerifierTeacher needs metadata: one {'pair', 'side'} per prompt (patarm.prep.corpus "
-                               "passes it)")
         out = []
-        for i, meta in enumerate(metadata):
-            pair, side = meta.get("pair"), meta.get("side")
-            if isinstance(pair, dict):
-                pair = PreferencePair.from_dict(pair)
-            if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") \
-                    or "reference" not in pair.metadata:
-                raise BackendError(f"VerifierTeacher: metadata[{i}] needs a GSM8K pair (with metadata['reference']) "
-                                   "and a side; build pairs with patarm.demo.gsm8k.data.make_pairs")
+        for pair, side in _pair_side(metadata, len(prompts), "VerifierTeacher"):
             answer, correct = verify(pair.question, getattr(pair, side), str(pair.metadata["reference"]))
             shown = str(pair.metadata["reference"]) if pair.metadata.get("disclose") else None
             out.append([judgment_text(answer, shown, correct)] * num_samples)
         return out
+
+
+class GradedTeacher:
+    """Graded pointwise judgments (1-10) of GSM8K solutions from checkable evidence (`evidence.py`); with
+    `rubric_mode="adaptive"` a sample-specific `<rubric>` comes first. Deterministic, so never cached."""
+
+    model_id = "graded-verifier-teacher(math-verify reference-match, calculator steps)"
+
+    def __init__(self, rubric_mode: str = "primary"):
+        if rubric_mode not in ("primary", "adaptive"):
+            raise ValueError(f"GradedTeacher: rubric_mode must be primary or adaptive, got {rubric_mode!r}")
+        self.rubric_mode = rubric_mode
+
+    def sampling(self) -> dict[str, Any]:
+        return {"scale": "graded 1-10 (patarm.demo.gsm8k.evidence)", "rubric_mode": self.rubric_mode}
+
+    def judge(self, question: str, response: str, reference: str, disclose: bool) -> str:
+        """One judgment; the reference decides correctness only when disclosed (else the evidence-only rule)."""
+        shown = reference if disclose else None
+        correct = verify(question, response, reference)[1] if disclose else None
+        rubric = rubric_lines(question, shown) if self.rubric_mode == "adaptive" else None
+        return graded_text(gather(question, response, shown, correct), rubric)
+
+    def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
+                 metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
+        return [[self.judge(pair.question, getattr(pair, side), str(pair.metadata["reference"]),
+                            bool(pair.metadata.get("disclose")))] * num_samples
+                for pair, side in _pair_side(metadata, len(prompts), "GradedTeacher")]
+
+
+TEACHERS = {"graded": GradedTeacher, "binary": VerifierTeacher}
+SKILL_OF = {"graded": "gsm8k-judge-graded", "binary": "gsm8k-judge"}  # the compact skill describing its output
+
+
+def make_teacher(name: str, rubric_mode: str = "primary") -> Any:
+    """The teacher named in the recipe config (`teacher:`)."""
+    if name not in TEACHERS:
+        raise ValueError(f"teacher must be one of {sorted(TEACHERS)}, got {name!r}")
+    if name == "binary" and rubric_mode != "primary":
+        raise ValueError("the binary teacher writes no <rubric>: use rubric_mode primary, or teacher graded")
+    return GradedTeacher(rubric_mode) if name == "graded" else VerifierTeacher()

@@ -1,0 +1,98 @@
+"""The paper's ablations on the GSM8K recipe: each a config file in `patarm/demo/configs/gsm8k-ablations/` that
+changes one thing on the reference arm (same default config, seed and compute), and one table.
+
+    patarm quickstart --recipe gsm8k-skill --ablation f-constant        # one row (runs/gsm8k-ablations/f-constant)
+    patarm quickstart --recipe gsm8k-skill --ablation all               # every row, then ablations.md
+
+Rows: `baseline` (the recipe as shipped), `f-constant` (graded vs constant f(δ)), `label-reward` (PAR vs a
+pointwise ±1 label reward), `sft-more` (GRPO-PAR vs more SFT epochs), `rubric-adaptive` (rubric mode primary vs
+adaptive). `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+ABLATION_DIR = Path(__file__).resolve().parents[1] / "configs" / "gsm8k-ablations"
+DEFAULT_ROOT = "runs/gsm8k-ablations"
+
+
+def names() -> list[str]:
+    """The shipped ablations, the baseline first."""
+    found = sorted(p.stem for p in ABLATION_DIR.glob("*.yaml"))
+    return ["baseline"] + [n for n in found if n != "baseline"]
+
+
+def flag_value(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
+    """The value of `--flag V` / `--flag=V` (the last one) and argv without it."""
+    rest, value, k = [], None, 0
+    while k < len(argv):
+        if argv[k] == flag and k + 1 < len(argv):
+            value, k = argv[k + 1], k + 2
+            continue
+        if argv[k].startswith(flag + "="):
+            value = argv[k].split("=", 1)[1]
+        else:
+            rest.append(argv[k])
+        k += 1
+    return value, rest
+
+
+def config_of(name: str) -> Path:
+    path = ABLATION_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"--ablation {name!r}: no such ablation; choose one of {names()} or all "
+                         f"(configs in {ABLATION_DIR})")
+    return path
+
+
+def inject(argv: list[str]) -> list[str]:
+    """The config arguments to read right after the default: `--ablation NAME` adds that ablation's config (the
+    flag itself stays in argv and sets the `ablation` field)."""
+    name, _ = flag_value(argv, "--ablation")
+    return ["--config", str(config_of(name))] if name else []
+
+
+def row(name: str, report: dict) -> dict:
+    """The reference arm's figures of one ablation run: SFT and the final stage."""
+    arm = report["arms"]["reference"]
+    final = "grpo" if "grpo" in arm["stages"] else "sft"
+    out = {"ablation": name, "final_stage": final, "sft_rows": arm["prep"]["sft"].get("sft_rows")}
+    for stage in ("sft", final):
+        m = arm["stages"][stage]
+        out[stage] = {k: m[k] for k in ("pair_accuracy", "best_of_n", "top_tied_mixed")} | {
+            "consistent": m["consistency"]["consistent_rate"]}
+    out["seconds"] = report["seconds"]
+    return out
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| ablation | SFT pair acc. | SFT best-of-4 % | final stage | pair acc. | best-of-4 % | top tied "
+             "(correct & incorrect) | consistent |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        s, f = r["sft"], r[r["final_stage"]]
+        lines.append(f"| {r['ablation']} | {s['pair_accuracy']:.3f} | {s['best_of_n']:.2f} | {r['final_stage']} | "
+                     f"{f['pair_accuracy']:.3f} | {f['best_of_n']:.2f} | {f['top_tied_mixed']:.2f} | "
+                     f"{f['consistent']:.3f} |")
+    return "\n".join(lines)
+
+
+def run_all(argv: list[str], parse: Callable, run: Callable) -> dict:
+    """Every ablation in turn (finished stages are skipped), then `ablations.{md,json}` in the root folder."""
+    _, argv = flag_value(argv, "--ablation")
+    root, argv = flag_value(argv, "--run_dir")
+    root = Path(root or DEFAULT_ROOT)
+    rows, seconds = [], 0.0
+    for name in names():
+        report = run(parse([*argv, "--ablation", name, "--run_dir", str(root / name)]))
+        rows.append(row(name, report))
+        seconds += report["seconds"]
+    text = table(rows)
+    print("\n" + text + "\n", flush=True)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ablations.md").write_text("# GSM8K recipe: ablations on the reference arm\n\n`patarm quickstart --recipe "
+                                       f"gsm8k-skill --ablation all`\n\n{text}\n")
+    (root / "ablations.json").write_text(json.dumps(rows, indent=2))
+    return {"rows": rows, "seconds": seconds, "paths": {"report_md": str(root / "ablations.md")}}

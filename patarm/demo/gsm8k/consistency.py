@@ -1,0 +1,129 @@
+"""Evidence–verdict consistency: does a judgment's verdict and score follow from the evidence it states itself?
+
+A judgment is checked against its own `<eval>` lines (`criterion :: value`), never against the truth:
+
+- `correct` agrees with the stated answers: `pass` exactly when the stated final answer equals the stated
+  reference answer (math-verify); `unknown` when the reference is "not mounted" (graded scale; the binary scale
+  writes pass/fail without a reference, which cannot be checked and is counted consistent);
+- graded scale only: `follows` agrees with the stated last step and final answer;
+- the score is the scale's score of the stated evidence (`evidence.score_of`; binary: 9 for pass, 2 for fail).
+
+Statuses: `consistent`, `inconsistent` (a stated conclusion contradicts stated evidence), `incomplete` (no score,
+or a line the scale needs is missing or unreadable). The rate is consistent / all judgments.
+
+    python -m patarm.demo.gsm8k.consistency runs/gsm8k-skill/reference/eval/*.jsonl   # per stage
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections import Counter
+from typing import Iterable
+
+from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
+
+_LINE = re.compile(r"^\s*(?:[-*]\s*)?([^:\n]+?)\s*::\s*(.*?)\s*$")
+_STEPS = re.compile(r"^(\d+) of (\d+)$")
+BINARY_FIELDS = ("final answer", "reference answer", "correct")
+
+
+def stated(evaluation: str | None) -> dict[str, str]:
+    """The `criterion :: value` lines of an `<eval>` (the first of each criterion)."""
+    out: dict[str, str] = {}
+    for line in (evaluation or "").splitlines():
+        m = _LINE.match(line)
+        if m and m.group(1).lower() not in out:
+            out[m.group(1).lower()] = m.group(2)
+    return out
+
+
+def _equal(a: str, b: str) -> bool:
+    from patarm.verify.mathans import answers_equal
+
+    return bool(a) and bool(b) and a != "none" and b != "none" and answers_equal(a, b)
+
+
+def _check_graded(lines: dict[str, str], score: float) -> tuple[str, str]:
+    steps, follows, verdict = _STEPS.match(lines["wrong steps"]), lines["follows"], lines["correct"]
+    if not steps or follows not in ("yes", "no", "no step") or verdict not in ("pass", "fail", "unknown"):
+        return "incomplete", "unreadable wrong steps / follows / correct"
+    final, reference, last = (lines[k] for k in ("final answer", "reference answer", "last step"))
+    mounted = reference != NOT_MOUNTED
+    if not mounted and verdict != "unknown":
+        return "inconsistent", f"correct :: {verdict} without a reference"
+    if mounted and verdict != ("pass" if _equal(final, reference) else "fail"):
+        return "inconsistent", f"correct :: {verdict} but final answer {final!r} vs reference {reference!r}"
+    if (follows == "no step") != (last == "none") or (last != "none" and (follows == "yes") != _equal(last, final)):
+        return "inconsistent", f"follows :: {follows} but last step {last!r}, final answer {final!r}"
+    unused = lines["unused numbers"]
+    e = Evidence("" if final == "none" else final, reference if mounted else None,
+                 None if not mounted else verdict == "pass", int(steps.group(2)), int(steps.group(1)),
+                 None if last == "none" else last, None if follows == "no step" else follows == "yes",
+                 () if unused == "none" else tuple(unused.split(", ")))
+    if score != score_of(e):
+        return "inconsistent", f"score {score:g} but the stated evidence gives {score_of(e)}"
+    return "consistent", ""
+
+
+def _check_binary(lines: dict[str, str], score: float) -> tuple[str, str]:
+    from patarm.demo.gsm8k.teacher import FAIL_SCORE, PASS_SCORE
+
+    verdict, reference = lines["correct"], lines["reference answer"]
+    if verdict not in ("pass", "fail"):
+        return "incomplete", "unreadable correct"
+    if reference != NOT_MOUNTED and verdict != ("pass" if _equal(lines["final answer"], reference) else "fail"):
+        return "inconsistent", f"correct :: {verdict} but final answer {lines['final answer']!r} vs reference {reference!r}"
+    if score != (PASS_SCORE if verdict == "pass" else FAIL_SCORE):
+        return "inconsistent", f"score {score:g} but correct :: {verdict}"
+    return "consistent", ""
+
+
+def check(text: str, scale: str = "auto") -> tuple[str, str]:
+    """(status, reason) of one judgment text; `scale` graded | binary | auto (graded when it states wrong steps)."""
+    from patarm.judge import parse_judgment
+
+    judgment = parse_judgment(text, "pointwise-compact")
+    lines = stated(judgment.evaluation)
+    if scale == "auto":
+        scale = "graded" if "wrong steps" in lines else "binary"
+    need = FIELDS if scale == "graded" else BINARY_FIELDS
+    missing = [k for k in need if k not in lines]
+    if judgment.score is None or missing:
+        return "incomplete", "no score" if judgment.score is None else f"missing {', '.join(missing)}"
+    return (_check_graded if scale == "graded" else _check_binary)(lines, judgment.score)
+
+
+def summarize(texts: Iterable[str], scale: str = "auto") -> dict:
+    """Counts per status, the consistent rate (of all judgments) and up to 3 example reasons per status."""
+    counts: Counter = Counter()
+    examples: dict[str, list[str]] = {}
+    for text in texts:
+        status, reason = check(text, scale)
+        counts[status] += 1
+        if reason and len(examples.setdefault(status, [])) < 3:
+            examples[status].append(reason)
+    n = sum(counts.values())
+    return {"judgments": n, "consistent_rate": counts["consistent"] / n if n else 0.0, **{k: counts[k] for k in
+            ("consistent", "inconsistent", "incomplete")}, "examples": examples}
+
+
+def main(argv: list[str]) -> int:
+    """Per file of evaluation records (`eval/<stage>.jsonl`, a `texts` list per problem) or of SFT rows."""
+    from patarm.io import read_jsonl
+
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip())
+        return 2
+    for path in argv:
+        rows = read_jsonl(path)
+        texts = [t for r in rows for t in r.get("texts") or []] or \
+                [m["content"] for r in rows for m in (r.get("messages") or [])[-1:]]
+        s = summarize(texts)
+        print(f"{path}: {s['consistent']}/{s['judgments']} consistent ({s['consistent_rate']:.3f}), "
+              f"{s['inconsistent']} inconsistent, {s['incomplete']} incomplete; e.g. {s['examples']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,117 @@
+"""The graded verifier teacher's evidence and score scale: what can be checked about one GSM8K solution, and the
+score that follows from it.
+
+Evidence (each line of the `<eval>`, in this order, before the verdict and the score):
+
+    final answer :: 26                the text after the response's last "A:"
+    reference answer :: 18            or "not mounted" when the arm does not disclose it
+    wrong steps :: 0 of 2             the `<<a op b=c>>` calculator steps re-computed: wrong ones of those checkable
+    last step :: 26                   the last calculator step's stated result, or "none"
+    follows :: yes                    the final answer equals the last step's result: yes | no | no step
+    unused numbers :: none            numbers of the question the solution never mentions (up to 3), or "none"
+    correct :: fail                   the final answer against the reference: pass | fail | unknown (not mounted)
+
+Scale (1-10). An *issue* is one of: a wrong calculator step, a final answer that does not follow the last step,
+an unused number of the question — so 0-3 issues.
+
+    reference mounted, correct :: pass    10 − issues      (7-10)
+    reference mounted, correct :: fail     4 − issues      (1-4)
+    not mounted (correct :: unknown)       7 − 3 × issues  (7, 4, 1)
+    no final answer                        1
+
+With the reference, every correct solution outranks every incorrect one (≥ 7 vs ≤ 4: a chosen/rejected margin
+δ ≥ 3 > 2, PAR's graded f(δ) pays its higher value), and the issues order the solutions within each side, so the
+top score is rarely shared. Without it the score is the evidence-only rule (the `evidence` and `no-reference`
+arms' teacher); its steps of 3 let the paper's SFT filter (δ > 2) keep the pairs the evidence separates. The
+score is a function of the stated lines alone (`score_of`), so a judgment can be checked against itself
+(`patarm.demo.gsm8k.consistency`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from patarm.skills.verifiers import calculator_steps, unused_numbers
+
+MAX_ANSWER_CHARS = 40  # a final answer shown in the evidence is cut here (the pool's are numbers)
+NOT_MOUNTED = "not mounted"
+FIELDS = ("final answer", "reference answer", "wrong steps", "last step", "follows", "unused numbers", "correct")
+
+
+def shown_answer(text: str) -> str:
+    """A final answer as the evidence shows it: one line, at most MAX_ANSWER_CHARS characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= MAX_ANSWER_CHARS else line[:MAX_ANSWER_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the graded teacher checked about one solution (all as the judgment states it)."""
+
+    final: str                  # shown final answer, "" when there is none
+    reference: str | None       # shown reference answer; None: not mounted
+    correct: bool | None        # final answer == reference (math-verify); None: not mounted
+    steps: int                  # calculator steps that could be checked
+    wrong: int                  # of them, wrong
+    last: str | None            # the last step's stated result; None: no step
+    follows: bool | None        # final answer == last step's result; None: no step
+    unused: tuple[str, ...]     # numbers of the question never mentioned (at most 3 shown)
+
+    @property
+    def issues(self) -> int:
+        return (self.wrong > 0) + (self.follows is False) + bool(self.unused)
+
+
+def score_of(e: Evidence) -> int:
+    """The graded scale (module docstring) applied to stated evidence."""
+    if not e.final:
+        return 1
+    if e.correct is None:
+        return max(1, 7 - 3 * e.issues)
+    return 10 - e.issues if e.correct else max(1, 4 - e.issues)
+
+
+def gather(question: str, response: str, reference: str | None, correct: bool | None = None) -> Evidence:
+    """The evidence of one solution; `correct` (math-verify against the reference) is computed here unless given,
+    and is None when `reference` is None (not mounted)."""
+    from patarm.verify.mathans import answers_equal, final_answer
+
+    final = shown_answer(final_answer(response))
+    checked, wrong, last = calculator_steps(response)
+    if reference is not None and correct is None:
+        correct = answers_equal(reference, final_answer(response))
+    last = shown_answer(last) if last else None
+    follows = None if last is None else bool(final) and answers_equal(last, final)
+    return Evidence(final, None if reference is None else shown_answer(reference),
+                    None if reference is None else bool(correct), checked, len(wrong), last, follows,
+                    tuple(unused_numbers(question, response)[:3]))
+
+
+def verdict_word(correct: bool | None) -> str:
+    return "unknown" if correct is None else ("pass" if correct else "fail")
+
+
+def eval_lines(e: Evidence) -> list[str]:
+    """The `<eval>` lines, evidence first, the verdict last."""
+    follows = "no step" if e.follows is None else ("yes" if e.follows else "no")
+    return [f"final answer :: {e.final or 'none'}",
+            f"reference answer :: {NOT_MOUNTED if e.reference is None else e.reference}",
+            f"wrong steps :: {e.wrong} of {e.steps}", f"last step :: {e.last or 'none'}", f"follows :: {follows}",
+            f"unused numbers :: {', '.join(e.unused) or 'none'}", f"correct :: {verdict_word(e.correct)}"]
+
+
+def rubric_lines(question: str, reference: str | None) -> list[str]:
+    """Sample-specific criteria for the adaptive rubric mode: written from the question (and the reference when
+    mounted) before the response is assessed."""
+    given = unused_numbers(question, "")  # every number of the question
+    lines = [f"1. use every number given: {', '.join(given[:6]) or 'none'}", "2. every calculator step is right",
+             "3. the final answer is the last step's result"]
+    if reference is not None:
+        lines.append(f"4. the final answer equals {shown_answer(reference)}")
+    return lines
+
+
+def judgment_text(e: Evidence, rubric: list[str] | None = None) -> str:
+    """The graded teacher's judgment: (`<rubric>` in the adaptive mode,) `<eval>` evidence, the verdict, `<score>`."""
+    head = "" if rubric is None else "<rubric>\n" + "\n".join(rubric) + "\n</rubric>\n"
+    return head + "<eval>\n" + "\n".join(eval_lines(e)) + f"\n</eval>\n<score>{score_of(e)}</score>"

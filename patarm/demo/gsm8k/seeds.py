@@ -1,0 +1,75 @@
+"""The seeds mode (`seeds: [0, 1, 2]`): the recipe once per seed, each in `{run_dir}/seed-<s>/` on the same held-out
+problems (the split seed stays fixed), and the headline as mean ± standard error over the seeds
+(`{run_dir}/report-seeds.{md,json}`).
+
+>>> [round(x, 4) for x in mean_se([50.0, 52.0, 51.0])]
+[51.0, 0.5774]
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+METRICS = (("best_of_n", "best-of-4 %", 2), ("pair_accuracy", "pair accuracy", 3),
+           ("top_tied_mixed", "top tied (correct & incorrect)", 2))
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and standard error of the mean (sample standard deviation / √n; 0 for one value)."""
+    n = len(values)
+    mean = sum(values) / n
+    if n < 2:
+        return mean, 0.0
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1) / n)
+
+
+def per_seed_args(args: Any, seed: int) -> Any:
+    """One seed's arguments: its own run folder, the shared split seed, no nested seeds."""
+    split_seed = args.seed if args.split_seed is None else args.split_seed
+    return replace(args, seed=seed, seeds=None, split_seed=split_seed, run_dir=str(Path(args.run_dir) / f"seed-{seed}"))
+
+
+def aggregate(reports: dict[int, dict]) -> dict:
+    """{arm: {judge: {metric: [mean, se, values]}}} over the seeds' reports (judges: stages and bt)."""
+    out: dict[str, dict] = {}
+    first = next(iter(reports.values()))
+    for arm in first["arms"]:
+        judges: dict[str, list[dict]] = {}
+        for report in reports.values():
+            res = report["arms"][arm]
+            for judge, m in [*res["stages"].items(), *([("bt", res["bt"])] if "bt" in res else [])]:
+                judges.setdefault(judge, []).append(m)
+        out[arm] = {judge: {key: [*mean_se([m[key] for m in ms]), [m[key] for m in ms]] for key, _, _ in METRICS}
+                    for judge, ms in judges.items() if len(ms) == len(reports)}
+    return out
+
+
+def table(summary: dict, seeds: Sequence[int]) -> str:
+    head = " | ".join(name for _, name, _ in METRICS)
+    lines = [f"| judge | arm | {head} |", "|---|---|" + "---|" * len(METRICS)]
+    for arm, judges in summary.items():
+        for judge, metrics in judges.items():
+            cells = " | ".join(f"{metrics[k][0]:.{d}f} ± {metrics[k][1]:.{d}f}" for k, _, d in METRICS)
+            lines.append(f"| {judge} | {arm} | {cells} |")
+    return f"Mean ± s.e. over seeds {list(seeds)} (same held-out problems):\n\n" + "\n".join(lines)
+
+
+def run_seeds(args: Any, run_one: Callable[[Any], dict]) -> dict:
+    """Every seed (resuming finished ones), then the aggregate report; returns it."""
+    reports = {seed: run_one(per_seed_args(args, seed)) for seed in args.seeds}
+    summary = aggregate(reports)
+    out = Path(args.run_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = table(summary, args.seeds)
+    print("\n" + text + "\n", flush=True)
+    (out / "report-seeds.md").write_text(f"# GSM8K skill recipe over seeds\n\n{text}\n\nPer seed: "
+                                         + ", ".join(f"seed-{s}/report.md" for s in args.seeds) + "\n")
+    result = {"seeds": list(args.seeds), "summary": summary,
+              "seconds": round(sum(r["seconds"] for r in reports.values()), 1),
+              "paths": {"report_md": str(out / "report-seeds.md"), "report_json": str(out / "report-seeds.json")}}
+    (out / "report-seeds.json").write_text(json.dumps(result, indent=2))
+    return result
