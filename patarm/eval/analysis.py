@@ -98,7 +98,7 @@ def baselines(bench: ModuleType, rows: Sequence[dict], tie_policy: str | None) -
         records = [bench.make_record(r, scores=[sign * n for n in r["lengths"]]) for r in rows]
         out[name] = bench.score(records, tie_policy=tie_policy)
     if hasattr(bench, "random_baseline"):
-        out["random"] = bench.random_baseline([r for r in rows])
+        out["random"] = bench.random_baseline([bench.make_record(r, scores=r["lengths"]) for r in rows])
     return out
 
 
