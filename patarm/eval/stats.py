@@ -36,8 +36,9 @@ def describe(method: str, n_resamples: int, seed: int, level: float = LEVEL, uni
 
 def mean_ci(values: Sequence[float], groups: Sequence[Hashable] | None = None, level: float = LEVEL,
             n_resamples: int = RESAMPLES, seed: int = 0) -> tuple[float, float]:
-    """BCa bootstrap interval of the mean of `values` (over items, or over `groups` of items); a degenerate
-    sample (every value alike, or one group) gets the point itself as its interval."""
+    """BCa bootstrap interval of the mean of `values` (over items, or over `groups` of items). A degenerate sample
+    (every value alike, or one group), where every resample is the same: 0/1 values all 0 or all 1 get the Wilson
+    interval over the number of groups (200 of 200 right is not a certainty); other values get the point."""
     from scipy import stats
 
     x = np.asarray(values, dtype=float)
@@ -51,6 +52,8 @@ def mean_ci(values: Sequence[float], groups: Sequence[Hashable] | None = None, l
         sums, counts = np.bincount(idx, weights=x), np.bincount(idx).astype(float)
     point = float(sums.sum() / counts.sum())
     if len(sums) < 2 or np.allclose(sums / counts, point):
+        if point in (0.0, 1.0) and np.isin(x, (0.0, 1.0)).all():
+            return wilson(int(round(point * len(sums))), len(sums), level)
         return (point, point)
     res = stats.bootstrap((sums, counts), lambda s, c, axis=-1: s.sum(axis=axis) / c.sum(axis=axis), paired=True,
                           vectorized=True, n_resamples=n_resamples, confidence_level=level, method="BCa",

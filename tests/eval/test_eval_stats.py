@@ -62,8 +62,11 @@ def test_stratified_metric_bootstrap_covers_a_mean_of_strata():
 
 
 def test_degenerate_samples_get_the_point_as_their_interval():
-    assert stats.mean_ci([1, 1, 1, 1]) == (1.0, 1.0)
+    assert stats.mean_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
     assert stats.mean_ci([0, 1, 1], groups=["a", "a", "a"]) == (pytest.approx(2 / 3),) * 2
+    # all right: every resample is 1, but 200 of 200 is not a certainty: the Wilson interval over the items
+    assert stats.mean_ci([1] * 200) == stats.wilson(200, 200) and stats.wilson(200, 200)[0] == pytest.approx(0.9812, abs=1e-4)
+    assert stats.mean_ci([0] * 6, groups=[1, 1, 2, 2, 3, 3]) == stats.wilson(0, 3)
     assert all(np.isnan(stats.mean_ci([])))
 
 
