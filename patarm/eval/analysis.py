@@ -46,9 +46,9 @@ def intervals(bench: ModuleType, records: Sequence[dict], tie_policy: str | None
     """{"intervals": {metric: [low, high]}, "bootstrap": how} for every metric `bench.score` reports."""
     cis = stats.metric_intervals(list(records), lambda rs: bench.score(rs, tie_policy=tie_policy), stratum_of(bench),
                                  cluster_of(bench), n_resamples=n_resamples, seed=seed)
-    unit = "prompt clusters within strata" if hasattr(bench, "cluster") or bench.NAME == "rmbench" else "items within strata"
+    # a record is one prompt with all its responses (RM-Bench's 3x3 included); `cluster` joins records of a prompt
     return {"intervals": cis, "bootstrap": stats.describe("stratified cluster bootstrap, percentile", n_resamples,
-                                                          seed, unit=unit)}
+                                                          seed, unit="prompts within strata")}
 
 
 # ---- per-candidate views of a sample row -----------------------------------------------------------------------
@@ -120,13 +120,15 @@ def length_agreement(bench: ModuleType, rows: Sequence[dict]) -> dict[str, Any]:
     return {k: {"agree": a, "decisions": n, "share": a / n} for k, (a, n) in counts.items() if n}
 
 
-def flags(metrics: dict[str, Any], base: dict[str, dict], agreement: dict[str, Any]) -> list[str]:
-    """Sentences for each metric a trivial baseline beats, and for judges that follow length."""
-    judge = stats.flat(metrics)
+def flags(metrics: dict[str, Any], base: dict[str, dict], agreement: dict[str, Any],
+          intervals: dict[str, list[float]] | None = None) -> list[str]:
+    """Sentences for each metric a trivial baseline beats (marked * where it lies above the judge's whole 95 %
+    interval), and for judges that follow length."""
+    judge, cis = stats.flat(metrics), intervals or {}
     out = []
     for name, values in base.items():
-        beaten = [f"{key} {v:.1f} vs {judge[key]:.1f}" for key, v in stats.flat(values).items()
-                  if key in judge and v > judge[key] + 1e-9]
+        beaten = [f"{key} {v:.1f} vs {judge[key]:.1f}{'*' if key in cis and v > cis[key][1] else ''}"
+                  for key, v in stats.flat(values).items() if key in judge and v > judge[key] + 1e-9]
         if beaten:
             title = "a random pick" if name == "random" else f"{name}-wins"
             out.append(f"{title} beats the judge on {len(beaten)} of {len(judge)} metrics: " + ", ".join(beaten))
@@ -237,8 +239,9 @@ def analyze(bench: ModuleType, rows: Sequence[dict], metrics: dict[str, Any], ti
     records = [dict(r) for r in rows]
     base = baselines(bench, records, tie_policy)
     agreement = length_agreement(bench, records)
-    return {"uncertainty": intervals(bench, records, tie_policy, n_resamples, seed) if n_resamples else None,
-            "baselines": base, "flags": flags(metrics, base, agreement),
+    uncertainty = intervals(bench, records, tie_policy, n_resamples, seed) if n_resamples else None
+    return {"uncertainty": uncertainty, "baselines": base,
+            "flags": flags(metrics, base, agreement, (uncertainty or {}).get("intervals")),
             "bias": {"length_agreement": agreement, "length_spearman": length_correlation(records),
                      "position": position_flips(records), "score_histogram": histogram(bench, records)},
             "calibration": calibration(bench, records)}

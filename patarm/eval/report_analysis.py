@@ -51,7 +51,8 @@ def bias_section(result: dict[str, Any]) -> list[str]:
     bias = result.get("bias") or {}
     lines = []
     if result.get("flags"):
-        lines += ["**Flags:**", ""] + [f"- ⚑ {f}" for f in result["flags"]] + [""]
+        lines += ["**Flags** (* a baseline above the judge's whole 95% interval):", ""]
+        lines += [f"- ⚑ {f}" for f in result["flags"]] + [""]
     agree = bias.get("length_agreement") or {}
     if agree:
         parts = [f"{'overall' if k == 'all' else k} {100 * a['share']:.0f}% of {a['decisions']}" for k, a in agree.items()]

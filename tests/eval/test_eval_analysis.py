@@ -71,7 +71,8 @@ def test_flags_when_a_baseline_wins_or_the_judge_follows_length():
     rows[3]["score_chosen"], rows[3]["judge_outputs"] = 9.0, _pointwise([9, 5])  # now right where length is wrong
     worse = [dict(r, score_chosen=1.0, judge_outputs=_pointwise([1, 5])) for r in rows]
     out = analysis.analyze(bench, worse, bench.score(worse), None, n_resamples=50)
-    assert any(f.startswith("longer-wins beats the judge on") for f in out["flags"])
+    flag = next(f for f in out["flags"] if f.startswith("longer-wins beats the judge on"))
+    assert "subsets.alpacaeval-easy 75.0 vs 0.0*" in flag  # above the judge's whole interval [0, 0]
 
 
 def test_position_flips_by_position():
@@ -119,7 +120,7 @@ def test_metrics_json_and_report_carry_intervals_baselines_and_probes(two_runs):
     result = json.loads((two_runs[0] / "judgebench" / "metrics.json").read_text())
     assert result["uncertainty"]["bootstrap"] == {"method": "stratified cluster bootstrap, percentile",
                                                   "n_resamples": 200, "seed": 0, "level": 0.95,
-                                                  "unit": "items within strata"}
+                                                  "unit": "prompts within strata"}
     lo, hi = result["uncertainty"]["intervals"]["overall"]
     assert lo <= result["headline"] <= hi
     assert result["bias"]["position"]["consistent"] == 3 and result["baselines"]["longer"]["overall"] == pytest.approx(200 / 3)
