@@ -44,11 +44,27 @@ def item_value(outcome: Any) -> float | None:
 def intervals(bench: ModuleType, records: Sequence[dict], tie_policy: str | None, n_resamples: int = stats.RESAMPLES,
               seed: int = 0) -> dict[str, Any]:
     """{"intervals": {metric: [low, high]}, "bootstrap": how} for every metric `bench.score` reports."""
-    cis = stats.metric_intervals(list(records), lambda rs: bench.score(rs, tie_policy=tie_policy), stratum_of(bench),
-                                 cluster_of(bench), n_resamples=n_resamples, seed=seed)
+    score = lambda rs: bench.score(rs, tie_policy=tie_policy)  # noqa: E731
+    cis = stats.metric_intervals(list(records), score, stratum_of(bench), cluster_of(bench), n_resamples=n_resamples,
+                                 seed=seed)
+    # A metric at 0 or 100 in every resample (all wrong / all right) is not certain: Wilson over its prompts, where
+    # the metric is one stratum's or the whole set's; other zero-width intervals stay and are listed.
+    point = stats.flat(score(list(records)))
+    clusters = {str(s): {str(cluster_of(bench)(r)) for r in records if stratum_of(bench)(r) == s}
+                for s in {stratum_of(bench)(r) for r in records}}
+    everything = {str(cluster_of(bench)(r)) for r in records}
+    wilson = []
+    for key, (lo, hi) in cis.items():
+        if lo == hi and point.get(key) in (0.0, 100.0):
+            parts = key.split(".")
+            name = next((p for p in parts if p in clusters), None)
+            n = len(clusters[name]) if name else len(everything) if parts[0] in ("overall", "score") else None
+            if n:
+                cis[key] = [100 * x for x in stats.wilson(round(n * point[key] / 100), n)]
+                wilson.append(key)
     # a record is one prompt with all its responses (RM-Bench's 3x3 included); `cluster` joins records of a prompt
-    return {"intervals": cis, "bootstrap": stats.describe("stratified cluster bootstrap, percentile", n_resamples,
-                                                          seed, unit="prompts within strata")}
+    how = stats.describe("stratified cluster bootstrap, percentile", n_resamples, seed, unit="prompts within strata")
+    return {"intervals": cis, "bootstrap": {**how, "wilson_where_degenerate": wilson}}
 
 
 # ---- per-candidate views of a sample row -----------------------------------------------------------------------

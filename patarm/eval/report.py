@@ -168,8 +168,10 @@ def write_report(run_dir: str | Path, plots: bool = True) -> Path:
         lines += [metrics_table(result) if analysed else markdown_table({name: flatten(result["metrics"])}), ""]
         if how := (result.get("uncertainty") or {}).get("bootstrap"):
             lines += [f"Intervals: {how['method']} over {how['unit']}, {how['n_resamples']} resamples, seed "
-                      f"{how['seed']}. Baselines from the data alone: longer-wins / shorter-wins score each response "
-                      "by its length in characters (ties by the benchmark's rule).", ""]
+                      f"{how['seed']}" + (f"; Wilson interval over the prompts for {', '.join(how['wilson_where_degenerate'])} "
+                      "(every resample gave 0 or 100)" if how.get("wilson_where_degenerate") else "")
+                      + ". Baselines from the data alone: longer-wins / shorter-wins score each response by its length "
+                      "in characters (ties by the benchmark's rule).", ""]
         lines += bias_section(result)
         if plots:
             records = _read_samples(run_dir / name / "samples.jsonl")

@@ -120,10 +120,15 @@ def test_metrics_json_and_report_carry_intervals_baselines_and_probes(two_runs):
     result = json.loads((two_runs[0] / "judgebench" / "metrics.json").read_text())
     assert result["uncertainty"]["bootstrap"] == {"method": "stratified cluster bootstrap, percentile",
                                                   "n_resamples": 200, "seed": 0, "level": 0.95,
-                                                  "unit": "prompts within strata"}
+                                                  "unit": "prompts within strata", "wilson_where_degenerate": []}
     lo, hi = result["uncertainty"]["intervals"]["overall"]
     assert lo <= result["headline"] <= hi
     assert result["bias"]["position"]["consistent"] == 3 and result["baselines"]["longer"]["overall"] == pytest.approx(200 / 3)
+    zero = json.loads((two_runs[1] / "judgebench" / "metrics.json").read_text())["uncertainty"]  # always-A: 0 of 3
+    from patarm.eval.stats import wilson
+
+    assert zero["intervals"]["overall"] == pytest.approx([100 * x for x in wilson(0, 3)])  # not [0, 0]
+    assert zero["bootstrap"]["wilson_where_degenerate"] == ["overall", "math"]
     report = write_report(two_runs[0], plots=False).read_text()
     assert "95% CI" in report and "longer-wins" in report and "shorter-wins" in report
     assert "agrees with longer-wins on 100% of 3 decisions" in report
