@@ -21,7 +21,8 @@ from patarm.eval import stats
 from patarm.eval.voting import mean_score
 from patarm.judge.decisions import A, B, flip, vote
 
-AGREEMENT_FLAG = 0.80  # a judge agreeing with longer-wins on more decisions than this is flagged
+AGREEMENT_FLAG = 0.80  # a judge agreeing with longer-wins on more decisions than this is flagged ...
+AGREEMENT_MIN = 10  # ... when it made at least this many decisive decisions (2 of 2 says nothing)
 
 
 def stratum_of(bench: ModuleType):
@@ -149,7 +150,7 @@ def flags(metrics: dict[str, Any], base: dict[str, dict], agreement: dict[str, A
             title = "a random pick" if name == "random" else f"{name}-wins"
             out.append(f"{title} beats the judge on {len(beaten)} of {len(judge)} metrics: " + ", ".join(beaten))
     for key, a in agreement.items():
-        if a["share"] > AGREEMENT_FLAG:
+        if a["share"] > AGREEMENT_FLAG and a["decisions"] >= AGREEMENT_MIN:
             where = "overall" if key == "all" else key
             out.append(f"{where}: the judge agrees with longer-wins on {100 * a['share']:.0f}% of "
                        f"{a['decisions']} decisions")

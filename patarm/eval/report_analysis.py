@@ -57,7 +57,7 @@ def bias_section(result: dict[str, Any]) -> list[str]:
     if agree:
         parts = [f"{'overall' if k == 'all' else k} {100 * a['share']:.0f}% of {a['decisions']}" for k, a in agree.items()]
         lines += [f"Agreement of the judge's decisive decisions with longer-wins (flagged above "
-                  f"{100 * analysis.AGREEMENT_FLAG:.0f}%): " + ", ".join(parts) + ".", ""]
+                  f"{100 * analysis.AGREEMENT_FLAG:.0f}% of at least {analysis.AGREEMENT_MIN}): " + ", ".join(parts) + ".", ""]
     if pos := bias.get("position"):
         flips = pos["pairs"] - pos["consistent"]
         text = f"Position: {pos['consistent']} of {pos['pairs']} decisions agree across both orders; of the {flips} flips"

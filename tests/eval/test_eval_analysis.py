@@ -61,12 +61,14 @@ def test_rewardbench2_length_and_random_baselines_by_hand():
 def test_flags_when_a_baseline_wins_or_the_judge_follows_length():
     bench = registry.get("rewardbench")
     rows = [{"id": i, "subset": "alpacaeval-easy", "score_chosen": float(n), "score_rejected": 5.0, "lengths": [n, 5],
-             "judge_outputs": _pointwise([n, 5])} for i, n in enumerate([9, 8, 7, 2])]  # scores = lengths
+             "judge_outputs": _pointwise([n, 5])} for i, n in enumerate([9, 8, 7, 2] * 3)]  # scores = lengths
     metrics = bench.score(rows)
     out = analysis.analyze(bench, rows, metrics, None, n_resamples=50)
-    assert out["bias"]["length_agreement"]["all"] == {"agree": 4, "decisions": 4, "share": 1.0}
+    assert out["bias"]["length_agreement"]["all"] == {"agree": 12, "decisions": 12, "share": 1.0}
     assert out["bias"]["length_spearman"]["rho"] == pytest.approx(1.0)
-    assert any("agrees with longer-wins on 100% of 4" in f for f in out["flags"])
+    assert any("agrees with longer-wins on 100% of 12" in f for f in out["flags"])
+    few = analysis.analyze(bench, rows[:9], bench.score(rows[:9]), None, n_resamples=20)
+    assert not any("agrees" in f for f in few["flags"])  # 9 decisions are too few to flag
     assert not any("beats the judge" in f for f in out["flags"])  # longer-wins only ties the judge here
     rows[3]["score_chosen"], rows[3]["judge_outputs"] = 9.0, _pointwise([9, 5])  # now right where length is wrong
     worse = [dict(r, score_chosen=1.0, judge_outputs=_pointwise([1, 5])) for r in rows]
@@ -131,7 +133,7 @@ def test_metrics_json_and_report_carry_intervals_baselines_and_probes(two_runs):
     assert zero["bootstrap"]["wilson_where_degenerate"] == ["overall", "math"]
     report = write_report(two_runs[0], plots=False).read_text()
     assert "95% CI" in report and "longer-wins" in report and "shorter-wins" in report
-    assert "agrees with longer-wins on 100% of 3 decisions" in report
+    assert "longer-wins (flagged above 80% of at least 10): overall 100% of 3" in report
 
 
 def test_compare_prints_the_paired_difference(two_runs, capsys):
