@@ -162,9 +162,11 @@ def paired_intervals(a: Sequence[dict], b: Sequence[dict], score: Callable[[list
         for key in fa.keys() & fb.keys():
             draws.setdefault(key, []).append(fb[key] - fa[key])
     out = {}
-    for key, (lo, hi) in _percentiles(draws, level).items():
-        if key not in point_a or key not in point_b:
+    cis = _percentiles(draws, level)
+    for key in point_a:  # in the benchmark's own order
+        if key not in cis or key not in point_b:
             continue
+        lo, hi = cis[key]
         d = np.asarray(draws[key])
         p = min(1.0, max(2 * min(np.mean(d <= 0), np.mean(d >= 0)), 1 / n_resamples))
         if np.all(d == 0):
