@@ -7,10 +7,10 @@ import json
 import random
 
 import pytest
-
 from helpers import run_cli
-from patarm.eval import analysis, registry
 from test_eval_harness import ScriptedJudge, drawer, jb_items
+
+from patarm.eval import analysis, registry
 
 
 def _pointwise(scores):

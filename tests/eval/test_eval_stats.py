@@ -86,7 +86,7 @@ def test_sign_test_counts_and_exact_p_value():
 
 def test_paired_intervals_on_identical_and_on_shifted_runs():
     a = [{"id": i, "s": "x", "ok": i % 2} for i in range(40)]
-    score = lambda rs: {"acc": 100 * np.mean([r["ok"] for r in rs])}  # noqa: E731
+    score = lambda rs: {"acc": 100 * np.mean([r["ok"] for r in rs])}
     same = stats.paired_intervals(a, a, score, lambda r: r["s"], lambda r: r["id"], n_resamples=200)["acc"]
     assert same["diff"] == 0 and same["low"] == same["high"] == 0 and same["p_value"] == 1.0
     better = [dict(r, ok=1) for r in a]  # B is right everywhere A is, and on 20 more items
