@@ -49,7 +49,7 @@ def intervals(bench: ModuleType, records: Sequence[dict], tie_policy: str | None
     cis = stats.metric_intervals(list(records), score, stratum_of(bench), cluster_of(bench), n_resamples=n_resamples,
                                  seed=seed)
     # A metric at 0 or 100 in every resample (all wrong / all right) is not certain: Wilson over its prompts, where
-    # the metric is one stratum's or the whole set's; other zero-width intervals stay and are listed.
+    # the metric is one stratum's or the whole set's (a section pooling several strata keeps its percentile interval).
     point = stats.flat(score(list(records)))
     clusters = {str(s): {str(cluster_of(bench)(r)) for r in records if stratum_of(bench)(r) == s}
                 for s in {stratum_of(bench)(r) for r in records}}
