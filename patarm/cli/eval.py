@@ -36,12 +36,18 @@ def _compare(argv: list[str]) -> None:
 
     from patarm.eval.report import compare, plot_compare
 
-    p = argparse.ArgumentParser(prog="patarm eval compare", description="Side-by-side metrics of several runs.")
+    p = argparse.ArgumentParser(prog="patarm eval compare", description="Side-by-side metrics of several runs, and "
+                                "each later run's paired difference from the first on the items both judged.")
     p.add_argument("runs", nargs="+", help="output folders of `patarm eval` runs")
     p.add_argument("--output", help="also write the markdown to this file")
     p.add_argument("--plot", help="also write a PNG of the headline scores side by side")
+    p.add_argument("--bootstrap_resamples", "--bootstrap-resamples", type=int, default=1000,
+                   help="paired-bootstrap resamples for the differences' 95%% intervals and p-values")
+    p.add_argument("--seed", type=int, default=0, help="the paired bootstrap's seed")
     a = p.parse_args(argv)
-    text = compare(a.runs)
+    if a.bootstrap_resamples < 1:
+        p.error(f"--bootstrap_resamples must be >= 1, got {a.bootstrap_resamples}")
+    text = compare(a.runs, n_resamples=a.bootstrap_resamples, seed=a.seed)
     if a.plot:
         plot_compare(a.runs, a.plot)
     if a.output:

@@ -290,7 +290,7 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
         stages = read_json(report).get("stages", {})
         last = stages.get("grpo") or stages.get("sft")
         if last:
-            out["judge"] = {"accuracy": last["accuracy"], "source": str(report)}
+            out["judge"] = {"accuracy": last["accuracy"], "accuracy_ci": last.get("accuracy_ci"), "source": str(report)}
     heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
     if bt and heldout.is_file():
         out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")

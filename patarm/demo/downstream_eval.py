@@ -17,6 +17,7 @@ from typing import Any
 from transformers import TrainerCallback
 
 from patarm.demo.downstream_task import answer, verified
+from patarm.eval.stats import mean_ci
 from patarm.io import append_jsonl
 
 logger = logging.getLogger("patarm.downstream")
@@ -122,16 +123,21 @@ def measure(flat: list[tuple[dict[str, Any], str]], scorers: dict[str, Scorer], 
     out: dict[str, Any] = {"n": len(flat)}
     if flat:  # a policy that games its reward often collapses to short answers: the length shows it
         out["words"] = sum(len(r.split()) for _, r in flat) / len(flat)
-    rule = [v for item, r in flat if (v := verified(item, r)) is not None]
+    # 95 % intervals resample prompts (a prompt's several sampled responses move together): `<measure>_ci`
+    rule = [(id(item), v) for item, r in flat if (v := verified(item, r)) is not None]
     if rule:
-        out.update(verified=sum(rule) / len(rule), n_verified=len(rule))
-    rows = [(item["ifeval"], r) for item, r in flat if item.get("ifeval")]
+        out.update(verified=sum(v for _, v in rule) / len(rule), n_verified=len(rule),
+                   verified_ci=list(mean_ci([float(v) for _, v in rule], groups=[g for g, _ in rule])))
+    rows = [(id(item), item["ifeval"], r) for item, r in flat if item.get("ifeval")]
     if rows:
         from patarm.verify.ifeval import check_response
 
-        checked = [check_response(row, r) for row, r in rows]
-        out.update(ifeval_strict=sum(all(c.strict) for c in checked) / len(checked),
-                   ifeval_loose=sum(all(c.loose) for c in checked) / len(checked), n_ifeval=len(checked))
+        checked = [check_response(row, r) for _, row, r in rows]
+        strict, loose = [float(all(c.strict)) for c in checked], [float(all(c.loose)) for c in checked]
+        groups = [g for g, _, _ in rows]
+        out.update(ifeval_strict=sum(strict) / len(checked), ifeval_loose=sum(loose) / len(checked),
+                   n_ifeval=len(checked), ifeval_strict_ci=list(mean_ci(strict, groups=groups)),
+                   ifeval_loose_ci=list(mean_ci(loose, groups=groups)))
     questions = [(item, r) for item, r in flat if item.get("questions")]
     if questions and infobench_backend is not None:
         answers = infobench_answers(infobench_backend, questions)

@@ -69,12 +69,14 @@ def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
         return read_json(cache)
     from patarm.data import load_pairs
     from patarm.demo.downstream_rewards import ScalarReward
+    from patarm.eval.stats import mean_ci
 
     pairs = load_pairs(str(pairs_path)).pairs
     scorer = ScalarReward(bt)
     chosen = scorer([p.prompt for p in pairs], [p.chosen for p in pairs])
     rejected = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
-    result = {"accuracy": sum(c > r for c, r in zip(chosen, rejected)) / len(pairs), "pairs": len(pairs),
+    right = [float(c > r) for c, r in zip(chosen, rejected)]
+    result = {"accuracy": sum(right) / len(pairs), "accuracy_ci": list(mean_ci(right)), "pairs": len(pairs),
               "source": str(pairs_path)}
     write_json(result, cache)
     return result

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from patarm.eval import registry
+from patarm.eval.analysis import analyze
+from patarm.eval.stats import RESAMPLES
 from patarm.backends.cache import CachedBackend, CacheStats
 from patarm.eval.judging import JudgeOptions, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
@@ -93,8 +95,10 @@ def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: li
 
 
 def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions, out_dir: Path,
-                  tie_policy: str | None = None) -> dict[str, Any]:
-    """Judge and score one benchmark; write its samples.jsonl and metrics.json under `out_dir`/<name>."""
+                  tie_policy: str | None = None, n_resamples: int = RESAMPLES) -> dict[str, Any]:
+    """Judge and score one benchmark; write its samples.jsonl and metrics.json under `out_dir`/<name>, with
+    the metrics' bootstrap intervals (`n_resamples`, seeded by the judging seed; 0: none), trivial baselines,
+    bias probes and calibration (`patarm.eval.analysis`)."""
     bench = registry.get(bench_name)
     check_tie_policy(tie_policy)
     backend.desc, backend.stats = bench_name, CacheStats()  # this benchmark's own counts
@@ -109,12 +113,15 @@ def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, op
                       "seconds": round(time.perf_counter() - start, 3)}}
     bench_dir = Path(out_dir) / bench_name
     bench_dir.mkdir(parents=True, exist_ok=True)
+    rows = []
     with (bench_dir / "samples.jsonl").open("w", encoding="utf-8") as fh:
         for item, j in zip(items, judged):
             row = {**j.record, "outcome": bench.item_result(j.record, tie_policy), "draws": j.draws or None,
-                   "judge_outputs": j.outputs}
+                   "lengths": [len(str(c)) for c in item["candidates"]], "judge_outputs": j.outputs}
             if "subset" in item and "subset" not in row:
                 row["subset"] = item["subset"]
+            rows.append(row)
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    result.update(analyze(bench, rows, metrics, tie_policy, n_resamples=n_resamples, seed=opts.seed or 0))
     (bench_dir / "metrics.json").write_text(json.dumps(result, indent=2, sort_keys=True), encoding="utf-8")
     return result

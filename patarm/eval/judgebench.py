@@ -147,3 +147,15 @@ def report_scores(records: Sequence[dict]) -> tuple[list, list]:
             good.append(r["score_A"] if first_better else r["score_B"])
             bad.append(r["score_B"] if first_better else r["score_A"])
     return good, bad
+
+
+# ----------------------------------------------------------------------------- analysis (patarm.eval.analysis)
+
+
+def stratum(record: dict) -> str:
+    return category(record["source"]) or record["source"]
+
+
+def preferred_pairs(record: dict) -> list[tuple[int, int]]:
+    """(better, worse) candidate indices [response_A, response_B] by JudgeBench's label."""
+    return [(0, 1)] if LABELS[record["label"]] == A else [(1, 0)]

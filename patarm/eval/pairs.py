@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Sequence
 
 from patarm.data.schema import PreferencePair
+from patarm.eval.stats import mean_ci
 from patarm.judge import JudgeTemplate, load_template, parse_judgment, render_pairwise, render_pointwise
 from patarm.judge.decisions import flip, vote
 from patarm.rewards import format_penalty, par_rewards
@@ -72,16 +73,18 @@ def judge_pairs_pairwise(pairs: Sequence[PreferencePair], backend: Any, template
 
 
 def summarize(records: Iterable[dict]) -> dict[str, float]:
-    """Pair accuracy, format-valid rate (valid score and tags) and mean score margin s̄^c − s̄^r."""
+    """Pair accuracy with its 95 % bootstrap interval over pairs (`accuracy_ci`, BCa, 1000 resamples, seed 0),
+    format-valid rate (valid score and tags) and mean score margin s̄^c − s̄^r."""
     records = list(records)
     if not records:
-        return {"accuracy": 0.0, "format_valid": 0.0, "margin": 0.0, "pairs": 0}
+        return {"accuracy": 0.0, "accuracy_ci": None, "format_valid": 0.0, "margin": 0.0, "pairs": 0}
     judgments = [j for r in records for side in ("chosen", "rejected", "order_ab", "order_ba") for j in r.get(side, [])]
     valid = [j for j in judgments if j.get("tags_ok") and (j.get("score") is not None or j.get("decision"))]
     margins = [r["score_chosen"] - r["score_rejected"] for r in records
                if r.get("score_chosen") is not None and r.get("score_rejected") is not None]
     return {
         "accuracy": sum(r["correct"] for r in records) / len(records),
+        "accuracy_ci": list(mean_ci([float(r["correct"]) for r in records])),
         "format_valid": len(valid) / max(len(judgments), 1),
         "margin": sum(margins) / len(margins) if margins else 0.0,
         "pairs": len(records),

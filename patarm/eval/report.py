@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from patarm.eval import registry
+from patarm.eval import stats
+from patarm.eval.report_analysis import BASELINE_TITLES, bias_section, ci_text, headline_ci, metrics_table, plot_analysis
 
 
 def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -93,7 +95,8 @@ def _setting(run: dict[str, Any]) -> str:
 
 
 def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], out_dir: Path,
-                   tie_policy: str | None = None, run: dict[str, Any] | None = None) -> list[Path]:
+                   tie_policy: str | None = None, run: dict[str, Any] | None = None,
+                   analysed: dict[str, Any] | None = None) -> list[Path]:
     """Write this benchmark's PNG plots into `out_dir`; returns their paths."""
     import matplotlib
 
@@ -131,6 +134,8 @@ def plot_benchmark(name: str, metrics: dict[str, Any], records: Sequence[dict], 
         written.append(_save(fig, out_dir / "scores.png"))
     if hasattr(bench, "report_plots"):  # a benchmark's own plots (RM-Bench's style matrix)
         written += bench.report_plots(records, out_dir, tie_policy, plt)
+    if analysed is not None:  # calibration and score-vs-length plots
+        written += plot_analysis(name, analysed, records, out_dir, plt)
     return written
 
 
@@ -150,17 +155,28 @@ def write_report(run_dir: str | Path, plots: bool = True) -> Path:
     lines = [f"# Eval report: {run_dir.name}", ""]
     for name, result in results.items():
         run = result.get("run", {})
-        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** — {validity(run)}; mode "
+        ci = headline_ci(result)
+        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** {ci_text(ci)}"
+                  f"{' (95% CI)' if ci else ''} — {validity(run)}; mode "
                   f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
                   f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
                   f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
                   ""]
         if note := explain(result):
             lines += [f"**Note:** {note}", ""]
-        lines += [markdown_table({name: flatten(result["metrics"])}), ""]
+        analysed = "baselines" in result  # runs written before the analysis existed have only the metrics
+        lines += [metrics_table(result) if analysed else markdown_table({name: flatten(result["metrics"])}), ""]
+        if how := (result.get("uncertainty") or {}).get("bootstrap"):
+            lines += [f"Intervals: {how['method']} over {how['unit']}, {how['n_resamples']} resamples, seed "
+                      f"{how['seed']}" + (f"; Wilson interval over the prompts for {', '.join(how['wilson_where_degenerate'])} "
+                      "(every resample gave 0 or 100)" if how.get("wilson_where_degenerate") else "")
+                      + ". Baselines from the data alone: longer-wins / shorter-wins score each response by its length "
+                      "in characters (ties by the benchmark's rule).", ""]
+        lines += bias_section(result)
         if plots:
             records = _read_samples(run_dir / name / "samples.jsonl")
-            for path in plot_benchmark(name, result["metrics"], records, run_dir / name, run.get("tie_policy"), run):
+            for path in plot_benchmark(name, result["metrics"], records, run_dir / name, run.get("tie_policy"), run,
+                                       result if analysed else None):
                 lines += [f"![{path.stem}]({name}/{path.name})", ""]
     path = run_dir / "report.md"
     path.write_text("\n".join(lines), encoding="utf-8")
@@ -209,9 +225,14 @@ def _run_label(run: dict[str, Any]) -> str:
             f"{first.get('max_new_tokens')} new tokens, {min(valid):.0f}-{max(valid):.0f}% valid" if valid else "")
 
 
-def compare(run_dirs: Sequence[str | Path]) -> str:
-    """A markdown table per benchmark with one column per run (headline first), for e.g. base vs SFT vs GRPO."""
+def compare(run_dirs: Sequence[str | Path], n_resamples: int = 1000, seed: int = 0) -> str:
+    """A markdown table per benchmark with one column per run (headline first), for e.g. base vs SFT vs GRPO;
+    then each later run against the first on the items both judged: the paired difference of every metric with
+    its 95 % interval and p-value (`report_analysis.paired`)."""
+    from patarm.eval.report_analysis import paired, paired_table
+
     runs = _load_runs(run_dirs)
+    dirs = dict(zip(runs, run_dirs))
     names = [b for b in registry.BENCHMARKS if any(b in r for r in runs.values())]
     sections = []
     for name in names:
@@ -222,6 +243,14 @@ def compare(run_dirs: Sequence[str | Path]) -> str:
             else:
                 columns[label] = {}
         sections += [f"## {name}", "", markdown_table(columns), ""]
+        labels = [label for label, run in runs.items() if name in run]
+        first = labels[0] if labels else None
+        rows_a = _read_samples(Path(dirs[first]) / name / "samples.jsonl") if first else []
+        for label in labels[1:]:
+            rows_b = _read_samples(Path(dirs[label]) / name / "samples.jsonl")
+            if rows_a and rows_b:
+                tie = runs[first][name].get("run", {}).get("tie_policy")
+                sections += [paired_table(first, label, paired(name, rows_a, rows_b, tie, n_resamples, seed)), ""]
     return "\n".join(sections)
 
 
@@ -231,7 +260,18 @@ def console_summary(results: dict[str, Any], output: str | Path) -> str:
     lines = []
     for name, result in results.items():
         run = result.get("run", {})
-        line = f"{name}: {_fmt(result.get('headline'))}  ({run.get('items')} items, {validity(run)})"
+        line = f"{name}: {_fmt(result.get('headline'))} {ci_text(headline_ci(result))}".rstrip()
+        line += f"  ({run.get('items')} items, {validity(run)})"
+        base = {k: stats.flat(v) for k, v in (result.get("baselines") or {}).items()}
+        head_key = next((k for k in ("overall.avg", "score", "overall") if any(k in b for b in base.values())), None)
+        if head_key:
+            line += "\n  trivial baselines: " + ", ".join(f"{BASELINE_TITLES[k]} {_fmt(b[head_key])}"
+                                                         for k, b in base.items() if head_key in b)
+        flags = result.get("flags") or []
+        for flag in flags[:6]:
+            line += f"\n  ⚑ {flag if len(flag) <= 150 else flag[:147] + '...'}"
+        if len(flags) > 6:
+            line += f"\n  ⚑ ... {len(flags) - 6} more in report.md"
         if note := explain(result):
             line += f"\n  note: {note}"
         lines.append(line)

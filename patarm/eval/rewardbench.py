@@ -157,3 +157,15 @@ def report_scores(records: Sequence[dict]) -> tuple[list, list]:
     good = [r["score_chosen"] for r in records if "score_chosen" in r]
     bad = [r["score_rejected"] for r in records if "score_rejected" in r]
     return good, bad
+
+
+# ----------------------------------------------------------------------------- analysis (patarm.eval.analysis)
+
+
+def stratum(record: dict) -> str:
+    return record["subset"]
+
+
+def preferred_pairs(record: dict) -> list[tuple[int, int]]:
+    """(better, worse) candidate indices: the chosen response (0) over the rejected one (1)."""
+    return [(0, 1)]

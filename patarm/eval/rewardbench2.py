@@ -181,3 +181,40 @@ def report_scores(records: Sequence[dict]) -> tuple[list, list]:
     good = [s for r in records if "scores" in r for s in r["scores"][:r["num_correct"]]]
     bad = [s for r in records if "scores" in r for s in r["scores"][r["num_correct"]:]]
     return good, bad
+
+
+# ----------------------------------------------------------------------------- analysis (patarm.eval.analysis)
+
+
+def stratum(record: dict) -> str:
+    return record["subset"]
+
+
+def cluster(record: dict) -> str:
+    """The bootstrap's unit: a prompt (a Ties prompt's `ref:N` and `tied:N` records move together)."""
+    return f"ties:{_ties_key(record)[1]}" if is_ties(record["subset"]) else str(record["id"])
+
+
+def preferred_pairs(record: dict) -> list[tuple[int, int]]:
+    """(correct, incorrect) candidate index pairs: the first `num_correct` candidates are the correct ones."""
+    k, n = record["num_correct"], len(record["scores"])
+    return [(c, i) for c in range(k) for i in range(k, n)]
+
+
+def random_baseline(records: Sequence[dict]) -> dict[str, Any]:
+    """A uniform random pick, exactly in expectation: num_correct / candidates per prompt, per subset (percent);
+    Ties by its own formula for a judge that scores every candidate alike. `score` as the headline mean."""
+    by_subset: dict[str, list[dict]] = {}
+    for record in records:
+        by_subset.setdefault(record["subset"], []).append(record)
+    metrics: dict[str, Any] = {}
+    for subset in sorted(by_subset):
+        rows = by_subset[subset]
+        if is_ties(subset):
+            metrics[subset] = pct(ties_score([{**r, "scores": [0.0] * len(r["scores"])} for r in rows]))
+        else:
+            metrics[subset] = pct(mean([r["num_correct"] / len(r["scores"]) for r in rows]))
+    present = [metrics[s] for s in HEADLINE_SUBSETS if s in metrics]
+    if present:
+        metrics["score"] = mean(present)
+    return metrics

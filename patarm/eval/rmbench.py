@@ -189,3 +189,16 @@ def report_plots(records: Sequence[dict], out_dir: Path, tie_policy: str | None,
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
+
+
+# ----------------------------------------------------------------------------- analysis (patarm.eval.analysis)
+
+
+def stratum(record: dict) -> str:
+    """The bootstrap's stratum: the reported domain (each keeps its share of prompts in every resample)."""
+    return section(record["domain"])
+
+
+def preferred_pairs(record: dict) -> list[tuple[int, int]]:
+    """(better, worse) candidate indices: every chosen variant against every rejected one."""
+    return [(i, SIZE + j) for i in range(SIZE) for j in range(SIZE)]

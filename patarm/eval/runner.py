@@ -48,11 +48,15 @@ class EvalArguments(RunArguments):
     seed: int = field(default=0, metadata={"help": "sample k of a prompt is drawn with seed + k"})
     progress: bool = field(default=True, metadata={"help": "show progress bars"})
     plots: bool = field(default=True, metadata={"help": "write PNG plots beside report.md"})
+    bootstrap_resamples: int = field(default=1000, metadata={"help": "bootstrap resamples for the 95% intervals "
+                                     "(clusters resampled within strata, seeded by --seed); 0 skips the intervals"})
 
     def __post_init__(self) -> None:
         check_positive(self, "num_samples", "limit", "max_new_tokens", "max_prompt_tokens", "batch_size", "top_p", "adaptive_confidence")
         if self.adaptive_confidence > 1 or self.top_p > 1:
             raise ValueError("--adaptive_confidence and --top_p are at most 1")
+        if self.bootstrap_resamples < 0:
+            raise ValueError(f"--bootstrap_resamples must be >= 0, got {self.bootstrap_resamples}")
         if self.temperature is not None and self.temperature < 0:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
 
@@ -110,7 +114,8 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
                         rubric_mode=values["rubric_mode"], seed=args.seed)
     results = {}
     for name in args.benchmark:
-        result = run_benchmark(name, items[name], backend, opts, out, tie_policy=args.tie_policy)
+        result = run_benchmark(name, items[name], backend, opts, out, tie_policy=args.tie_policy,
+                               n_resamples=args.bootstrap_resamples)
         result["run"].update(model=args.model, data=paths[name], limit=args.limit,
                              temperature=values["temperature"], max_new_tokens=values["max_new_tokens"])
         write_json(result, out / name / "metrics.json")

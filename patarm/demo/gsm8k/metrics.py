@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from patarm.eval.stats import mean_ci
+
 Score = float | None
 
 
@@ -70,33 +72,47 @@ def majority_vote(solutions: Sequence[str], correct: Sequence[bool]) -> float:
 def summarize_scores(records: Sequence[dict]) -> dict[str, float]:
     """One stage × arm from its per-problem records `{"scores", "correct", "valid"}`: pair accuracy (ties
     wrong), format-valid rate, best-of-N accuracy (percent), how often the top score was tied, and how often it
-    was tied between a correct and an incorrect candidate (`top_tied_mixed`: where the pick is a guess)."""
+    was tied between a correct and an incorrect candidate (`top_tied_mixed`: where the pick is a guess); `*_ci` are
+    95 % bootstrap intervals over problems (a problem's pairs move together; BCa, 1000 resamples, seed 0)."""
     hits = pairs = valid = judged = 0
     picked, tied, mixed = 0.0, 0, 0
-    for r in records:
+    pair_values: list[float] = []
+    pair_groups: list[int] = []
+    per_problem: list[float] = []
+    for k, r in enumerate(records):
         h, n = pair_hits(r["scores"], r["correct"])
         hits, pairs = hits + h, pairs + n
+        pair_values += [1.0] * h + [0.0] * (n - h)
+        pair_groups += [k] * n
         valid += sum(r["valid"])
         judged += len(r["valid"])
-        picked += best_of_n(r["scores"], r["correct"])
+        per_problem.append(best_of_n(r["scores"], r["correct"]))
+        picked += per_problem[-1]
         scored = [s for s in r["scores"] if s is not None]
         tied += not scored or sum(s == max(scored) for s in scored) > 1
         mixed += mixed_top_tie(r["scores"], r["correct"])
     problems = max(len(records), 1)
+    bo_ci = mean_ci(per_problem) if per_problem else None
     return {"pair_accuracy": hits / max(pairs, 1), "pairs": pairs, "format_valid": valid / max(judged, 1),
+            "pair_accuracy_ci": list(mean_ci(pair_values, groups=pair_groups)) if pair_values else None,
             "best_of_n": 100.0 * picked / problems, "top_tied": tied / problems, "top_tied_mixed": mixed / problems,
-            "problems": len(records)}
+            "problems": len(records), "best_of_n_ci": [100.0 * x for x in bo_ci] if bo_ci else None}
 
 
 def pool_baselines(problems: Sequence) -> dict[str, object]:
-    """Single models, majority vote, Oracle@N and a uniform random pick (percent) on `problems`."""
+    """Single models, majority vote, Oracle@N and a uniform random pick (percent) on `problems`; `ci` holds each
+    one's 95 % bootstrap interval over problems (`single:<source>` for the single models)."""
     n = max(len(problems), 1)
     sources = problems[0].sources if problems else []
-    single = {s: 100.0 * sum(p.correct[k] for p in problems) / n for k, s in enumerate(sources)}
+    per = {f"single:{s}": [float(p.correct[k]) for p in problems] for k, s in enumerate(sources)}
+    per["majority_vote"] = [majority_vote(p.solutions, p.correct) for p in problems]
+    per["oracle"] = [float(any(p.correct)) for p in problems]
+    per["random"] = [sum(p.correct) / len(p.correct) for p in problems]
+    single = {s: 100.0 * sum(per[f"single:{s}"]) / n for s in sources}
     return {"single": single, "best_single": max(single.values(), default=0.0),
-            "majority_vote": 100.0 * sum(majority_vote(p.solutions, p.correct) for p in problems) / n,
-            "oracle": 100.0 * sum(any(p.correct) for p in problems) / n,
-            "random": 100.0 * sum(sum(p.correct) / len(p.correct) for p in problems) / n, "problems": len(problems)}
+            "majority_vote": 100.0 * sum(per["majority_vote"]) / n, "oracle": 100.0 * sum(per["oracle"]) / n,
+            "random": 100.0 * sum(per["random"]) / n, "problems": len(problems),
+            "ci": {k: [100.0 * x for x in mean_ci(v)] for k, v in per.items() if v}}
 
 
 def skill_selection(problems: Sequence, skill: str = "reward-judge") -> float:

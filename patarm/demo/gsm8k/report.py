@@ -10,7 +10,8 @@ TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment 
             "ranks below every scored one) are broken uniformly at random and the expected accuracy is reported "
             "exactly. Majority vote: the largest cluster of math-verify-equivalent final answers, ties likewise. "
             "Pair accuracy: every (correct, incorrect) candidate pair of a held-out problem; right only when the "
-            "correct one's score is strictly higher (a tie counts as wrong)")
+            "correct one's score is strictly higher (a tie counts as wrong). Brackets: 95 % bootstrap interval over "
+            "problems (a problem's pairs move together; BCa, 1000 resamples, seed 0)")
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
@@ -18,11 +19,17 @@ ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
               "evidence": "arithmetic check disclosed, reference not"}
 
 
+def _ci(interval: list | None, digits: int) -> str:
+    """' [55.0, 64.0]': a 95 % interval over problems beside an accuracy; '' for a report written without one."""
+    return f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else ""
+
+
 def _row(name: str, arm: str, m: dict, valid: bool = True) -> str:
     fmt = f"{m['format_valid']:.3f}" if valid else "—"
     consistent = f"{m['consistency']['consistent_rate']:.3f}" if "consistency" in m else "—"
-    return (f"| {name} | {arm} | {m['pair_accuracy']:.3f} | {fmt} | {m['best_of_n']:.2f} | "
-            f"{m['top_tied']:.2f} | {m.get('top_tied_mixed', float('nan')):.2f} | {consistent} |")
+    return (f"| {name} | {arm} | {m['pair_accuracy']:.3f}{_ci(m.get('pair_accuracy_ci'), 3)} | {fmt} | "
+            f"{m['best_of_n']:.2f}{_ci(m.get('best_of_n_ci'), 1)} | {m['top_tied']:.2f} | "
+            f"{m.get('top_tied_mixed', float('nan')):.2f} | {consistent} |")
 
 
 def voting_table(report: dict) -> str:
@@ -39,8 +46,8 @@ def voting_table(report: dict) -> str:
 
 def results_table(report: dict) -> str:
     """Markdown: every stage × arm, the BT baseline per arm, then the pool's baselines."""
-    lines = ["| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied | top tied (correct & "
-             "incorrect) | evidence–verdict consistent |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| judge | arm | pair accuracy [95% CI] | format-valid | best-of-4 % [95% CI] | top score tied | "
+             "top tied (correct & incorrect) | evidence–verdict consistent |", "|---|---|---|---|---|---|---|---|"]
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if stage in res["stages"]:
@@ -49,12 +56,14 @@ def results_table(report: dict) -> str:
         if "bt" in res:
             lines.append(_row("BT scalar RM (same base, same pairs)", arm, res["bt"], valid=False))
     b = report["baselines"]
-    lines += ["", "| baseline on the same held-out problems | best-of-4 % |", "|---|---|"]
-    lines += [f"| single model: {s} | {v:.2f} |" for s, v in b["single"].items()]
-    lines += [f"| random pick | {b['random']:.2f} |", f"| majority vote (final answers) | {b['majority_vote']:.2f} |",
+    cis = b.get("ci") or {}
+    lines += ["", "| baseline on the same held-out problems | best-of-4 % [95% CI] |", "|---|---|"]
+    lines += [f"| single model: {s} | {v:.2f}{_ci(cis.get('single:' + s), 1)} |" for s, v in b["single"].items()]
+    lines += [f"| random pick | {b['random']:.2f}{_ci(cis.get('random'), 1)} |",
+              f"| majority vote (final answers) | {b['majority_vote']:.2f}{_ci(cis.get('majority_vote'), 1)} |",
               *([f"| training-free skill, no reference (patarm bon --reference none, ties uniform) | "
                  f"{b['skill_no_reference']:.2f} |"] if "skill_no_reference" in b else []),
-              f"| Oracle@4 | {b['oracle']:.2f} |"]
+              f"| Oracle@4 | {b['oracle']:.2f}{_ci(cis.get('oracle'), 1)} |"]
     return "\n".join(lines)
 
 
