@@ -50,14 +50,17 @@ def attention_accepts_block_mask(model: Any) -> bool:
     return getattr(config, "_attn_implementation", None) in BLOCK_MASK_ATTENTION
 
 
-def prompt_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[tuple[int, int]]:
-    """Contiguous runs of rows with the same (left-padded) prompt, as [start, end) row ranges."""
-    n = input_ids.size(0)
-    if n == 0:
+def prompt_groups(input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[list[int]]:
+    """Rows with the same (left-padded) prompt, as lists of row indices in first-seen order. The rows of a group
+    need not be adjacent: TRL shuffles a generation batch's rows before it computes the loss."""
+    if input_ids.size(0) == 0:
         return []
-    same = ((input_ids[1:] == input_ids[:-1]) & (attention_mask[1:] == attention_mask[:-1])).all(dim=1)
-    starts = [0] + [i + 1 for i in torch.nonzero(~same).flatten().tolist()]
-    return list(zip(starts, starts[1:] + [n]))
+    _, inverse = torch.unique(torch.cat([input_ids, attention_mask.to(input_ids.dtype)], dim=1), dim=0,
+                              return_inverse=True)
+    groups: dict[int, list[int]] = {}
+    for row, key in enumerate(inverse.tolist()):
+        groups.setdefault(key, []).append(row)
+    return list(groups.values())
 
 
 def _pack_group(prompt: torch.Tensor, completions: torch.Tensor, completion_mask: torch.Tensor):
@@ -90,16 +93,16 @@ def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: tor
     groups = prompt_groups(prompts, prompt_mask)
     chunks, current, rows = [], [], 0
     for g in groups:  # chunks of whole groups, at most max_rows rollouts each (a group larger than that alone)
-        if current and max_rows and rows + (g[1] - g[0]) > max_rows:
+        if current and max_rows and rows + len(g) > max_rows:
             chunks.append(current)
             current, rows = [], 0
         current.append(g)
-        rows += g[1] - g[0]
+        rows += len(g)
     chunks.append(current)
     out_logps, out_ent = [None] * input_ids.size(0), [None] * input_ids.size(0)
     for chunk in chunks:
-        packed = [_pack_group(prompts[s][prompt_mask[s].bool()], completions[s:e], completion_mask[s:e])
-                  for s, e in chunk]
+        packed = [_pack_group(prompts[g[0]][prompt_mask[g[0]].bool()], completions[g], completion_mask[g])
+                  for g in chunk]
         length = max(p[0].numel() for p in packed)
         b = len(packed)
         ids = input_ids.new_zeros(b, length)
@@ -114,9 +117,9 @@ def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: tor
             mask[i, 0, :k, :k] = causal[:k, :k] & visible
         with autocast() if autocast else contextlib.nullcontext():
             out = model(input_ids=ids, attention_mask=mask, position_ids=pos, shift_labels=labels, fused_lm_head=True)
-        for i, (s, e) in enumerate(chunk):
-            head = packed[i][0].numel() - (e - s) * (lc + 1)
-            for j, r in enumerate(range(s, e)):
+        for i, g in enumerate(chunk):
+            head = packed[i][0].numel() - len(g) * (lc + 1)
+            for j, r in enumerate(g):
                 start = head + j * (lc + 1)
                 out_logps[r] = out.log_probs[i, start:start + lc]
                 if compute_entropy:
@@ -128,8 +131,8 @@ def shared_prefix_logps(model: Any, input_ids: torch.Tensor, attention_mask: tor
 
 def shared_prefix_generate(generate: Callable[..., Any], model: Any, input_ids: torch.Tensor | None = None,
                            attention_mask: torch.Tensor | None = None, **kwargs: Any) -> Any:
-    """`generate` with one prefill per distinct prompt: runs of identical (left-padded) rows are prefilled once
-    (all but the last prompt token), the cache is copied to every row of the run, and `generate` continues from it.
+    """`generate` with one prefill per distinct prompt: identical (left-padded) rows are prefilled once (all but
+    the last prompt token), the cache is copied to every row with that prompt, and `generate` continues from it.
     Falls back to plain `generate` when no two rows share a prompt or a cache is already given."""
     from transformers import DynamicCache
 
@@ -139,14 +142,17 @@ def shared_prefix_generate(generate: Callable[..., Any], model: Any, input_ids: 
     groups = prompt_groups(input_ids, attention_mask)
     if len(groups) == input_ids.size(0):
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
-    first = torch.tensor([s for s, _ in groups], device=input_ids.device)
+    first = torch.tensor([g[0] for g in groups], device=input_ids.device)
     head_mask = attention_mask[first, :-1]
     cache, name = DynamicCache(config=model.config), _cache_argument(model)
     with torch.no_grad():
         # the position ids `generate` gives left-padded rows, so the cached keys line up with the decoded ones
         model(input_ids=input_ids[first, :-1], attention_mask=head_mask,
               position_ids=(head_mask.long().cumsum(-1) - 1).clamp(min=0), use_cache=True, **{name: cache})
-    cache.reorder_cache(torch.cat([torch.full((e - s,), i, device=input_ids.device) for i, (s, e) in enumerate(groups)]))
+    owner = torch.empty(input_ids.size(0), dtype=torch.long, device=input_ids.device)
+    for i, g in enumerate(groups):
+        owner[g] = i
+    cache.reorder_cache(owner)  # row r continues from its group's prefill
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{name: cache}, **kwargs)
 
 

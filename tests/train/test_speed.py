@@ -58,15 +58,19 @@ def fused_model():
     compact_lm_head(False)
 
 
-def test_prompt_groups_finds_runs_of_identical_rows():
+def test_prompt_groups_finds_identical_rows_in_any_order():
     prompts, mask, _, _ = grouped_batch()
-    assert prompt_groups(prompts, mask) == [(0, 4), (4, 8), (8, 12)]
-    assert prompt_groups(prompts[[0, 4, 1]], mask[[0, 4, 1]]) == [(0, 1), (1, 2), (2, 3)]
+    assert prompt_groups(prompts, mask) == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert prompt_groups(prompts[[0, 4, 1, 8]], mask[[0, 4, 1, 8]]) == [[0, 2], [1], [3]]
 
 
-@pytest.mark.parametrize("max_rows", [None, 4, 5])
-def test_shared_prefix_loss_gives_trl_logps_entropies_and_gradients(fused_model, max_rows):
+@pytest.mark.parametrize("max_rows, shuffled", [(None, False), (4, False), (5, False), (None, True), (5, True)])
+def test_shared_prefix_loss_gives_trl_logps_entropies_and_gradients(fused_model, max_rows, shuffled):
+    """Also with the rows shuffled, as TRL shuffles a generation batch before the loss."""
     prompts, mask, completions, completion_mask = grouped_batch()
+    if shuffled:
+        order = torch.randperm(prompts.size(0), generator=torch.Generator().manual_seed(7))
+        prompts, mask, completions, completion_mask = prompts[order], mask[order], completions[order], completion_mask[order]
     input_ids, attention_mask = torch.cat([prompts, completions], 1), torch.cat([mask, completion_mask], 1)
     valid = completion_mask.bool()
     ref_lp, ref_ent = trl_logps(fused_model, input_ids, attention_mask)
@@ -108,6 +112,10 @@ def test_shared_prefix_rollouts_give_generates_logits_and_tokens():
     out = shared_prefix_generate(counting_generate, model, input_ids=prompts, attention_mask=mask,
                                  generation_config=config)
     assert torch.equal(out.sequences, ref.sequences)
+    order = torch.tensor([5, 0, 9, 1, 4, 8, 2, 6, 10, 3, 7, 11])  # a prompt's rows need not be adjacent
+    mixed = shared_prefix_generate(model.generate, model, input_ids=prompts[order], attention_mask=mask[order],
+                                   generation_config=config)
+    assert torch.equal(mixed.sequences, ref.sequences[order])
     for a, b in zip(out.logits, ref.logits):
         assert torch.allclose(a, b, atol=1e-4)
     assert len(calls) == 1
