@@ -29,6 +29,8 @@ CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), (
               ("livecodebench", "coding"))
 JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}
 LABELS = {"A>B": "A", "B>A": "B"}  # JudgeBench spells the better response "A>B"
+# JudgeBench's own decision spellings (run_judge.py's `judgments[i]["decision"]`), mapped at the edge
+OFFICIAL_DECISIONS = {"A>B": "A", "A>>B": "A", "B>A": "B", "B>>A": "B", "A=B": "tie"}
 _MODEL_IN_NAME = re.compile(r"response_model=([^,]+?)(?:,|\.jsonl$)")
 
 
@@ -53,7 +55,23 @@ def validate(record: dict) -> None:
     for slot in slots:
         for d in as_list(slot):
             if d is not None and d not in DECISIONS:
-                raise RecordError("decisions", f"{d!r} is not one of {DECISIONS} or null")
+                raise RecordError("decisions", f"{d!r} is not one of {DECISIONS}, {tuple(OFFICIAL_DECISIONS)} "
+                                               "or null")
+
+
+def from_official(row: dict) -> dict:
+    """A record from JudgeBench's own spelling: a run_judge.py output row (``"judgments": [{"decision":
+    "A>B"}, {"decision": ...}]``, the second for the swapped order) or decisions spelled "A>B"/"B>A"/"A=B"."""
+    if "decisions" not in row and isinstance(row.get("judgments"), list):
+        row = {**row, "decisions": [j.get("decision") if isinstance(j, dict) else j for j in row["judgments"]]}
+    if isinstance(row.get("decisions"), list):
+        row = {**row, "decisions": [[_decision(d) for d in slot] if isinstance(slot, list) else _decision(slot)
+                                    for slot in row["decisions"]]}
+    return row
+
+
+def _decision(d: Any) -> Any:
+    return OFFICIAL_DECISIONS.get(d, d) if isinstance(d, str) else d
 
 
 def item_result(record: dict, tie_policy: str | None = None) -> bool:

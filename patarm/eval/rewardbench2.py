@@ -32,6 +32,12 @@ def is_ties(subset: str) -> bool:
     return subset.lower() == "ties"  # the official code compares lower-cased names
 
 
+def from_official(row: dict) -> dict:
+    """A record from RewardBench 2's own output row (scripts/run_v2.py: ``id``, ``subset``, ``scores``,
+    ``num_correct`` — already the record's names; extra columns such as ``text`` and ``results`` are ignored)."""
+    return row
+
+
 def validate(record: dict) -> None:
     """Raise RecordError unless `record` is a RewardBench 2 record."""
     need(record, "id", (str, int))

@@ -37,6 +37,17 @@ def section(domain: str) -> str:
     return "safety" if domain.startswith("safety") else domain
 
 
+def from_official(row: dict) -> dict:
+    """A record from RM-Bench's own output row (scripts/run_rm.py: the data row with ``score_chosen`` and
+    ``score_rejected`` added; a one-element list per score is flattened, as its compute_accuracy expects)."""
+    out = dict(row)
+    for field in ("score_chosen", "score_rejected"):
+        scores = row.get(field)
+        if isinstance(scores, list) and all(isinstance(s, list) and len(s) == 1 for s in scores):
+            out[field] = [s[0] for s in scores]
+    return out
+
+
 def validate(record: dict) -> None:
     """Raise RecordError unless `record` is a well-formed RM-Bench record."""
     need(record, "id", (str, int))

@@ -77,9 +77,10 @@ def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
 
 
 def rescore(benchmark: str, samples: str | Path, tie_policy: str | None = None) -> dict[str, Any]:
-    """Metrics recomputed from a samples file (records in the benchmark's official field names)."""
+    """Metrics recomputed from a samples file: `patarm eval`'s records, or the benchmark's own output file
+    (its field names and spellings, mapped by the module's `from_official`)."""
     bench = registry.get(benchmark)
-    return bench.score(read_samples(samples, bench.validate), tie_policy=tie_policy)
+    return bench.score(read_samples(samples, bench.validate, bench.from_official), tie_policy=tie_policy)
 
 
 def run_eval(args: EvalArguments) -> dict[str, Any]:
