@@ -61,6 +61,9 @@ def files(tmp_path):
     (["sft", "--config", "{t}/list.yaml"], "must hold a YAML mapping"),
     (["sft", "--lerning_rate", "1"], "did you mean '--learning_rate'?"),
     (["grpo", "--num_generation", "4"], "did you mean '--num_generations'?"),
+    # refused by PaTaRMGRPOConfig before any model loads (the model folder does not exist)
+    (["grpo", "--model_name_or_path", "{t}/no/model", "--per_device_train_batch_size", "4", "--num_generations", "4"],
+     "not a multiple of 2 × num_generations = 8"),
     (["sft", "--model_name_or_path", "tiny", "--train_files", "{t}/empty.jsonl"], "hold no rows"),
     (["prep", "run", "--config", "{t}/nosteps.yaml"], "no steps"),
     (["prep", "normalise"], "did you mean 'normalize'?"),

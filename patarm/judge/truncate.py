@@ -55,7 +55,7 @@ def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length
     return [*messages[:-1], user], True
 
 
-def truncate_judge_rows(rows: list[dict], tokenizer: Any, max_length: int, template: Any = None) -> tuple[list[dict], int]:
+def truncate_judge_rows(rows: list[dict], tokenizer: Any, max_length: int) -> tuple[list[dict], int]:
     """Truncate each row's `prompt` messages; returns the rows and how many were truncated."""
     count = 0
     out = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+STAGES = ("sft", "grpo", "bt")
 # Options most runs set, shown by --help beside the stage's own (the rest: --help-all).
 COMMON = ("model_name_or_path", "dtype", "use_peft", "lora_r", "output_dir", "seed", "learning_rate",
           "lr_scheduler_type", "num_train_epochs", "max_steps", "per_device_train_batch_size",
@@ -27,10 +28,14 @@ def stage_types(stage: str) -> tuple[type, ...]:
     if stage == "grpo":
         from patarm.train.grpo import GRPODataArguments, PaTaRMGRPOConfig
         return GRPODataArguments, PaTaRMGRPOConfig, ModelConfig
-    from trl import RewardConfig
+    if stage == "bt":
+        from trl import RewardConfig
 
-    from patarm.train.bt import BTDataArguments
-    return BTDataArguments, RewardConfig, ModelConfig
+        from patarm.train.bt import BTDataArguments
+        return BTDataArguments, RewardConfig, ModelConfig
+    from patarm.config import nearest
+
+    raise ValueError(f"unknown training stage {stage!r}{nearest(stage, list(STAGES))}; stages: {', '.join(STAGES)}")
 
 
 def stage_defaults(stage: str) -> dict[str, Any]:

@@ -59,16 +59,17 @@ class GRPODataArguments(RunArguments):
 
 @dataclass
 class PaTaRMGRPOConfig(GRPOConfig):
-    """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through."""
+    """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through.
+    A batch that would split a pair's rollouts across reward calls is refused here, before any model loads."""
+
+    def __post_init__(self):
+        super().__post_init__()  # fills in steps_per_generation
+        check_pair_batching(self.per_device_train_batch_size, self.steps_per_generation, self.num_generations)
 
 
 class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
-    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process."""
-
-    def __init__(self, *args, **kwargs):
-        cfg = kwargs["args"]
-        check_pair_batching(cfg.per_device_train_batch_size, cfg.steps_per_generation, cfg.num_generations)
-        super().__init__(*args, **kwargs)
+    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process
+    (the batch arithmetic that makes this possible is checked by PaTaRMGRPOConfig)."""
 
     def _generate_and_score_completions(self, inputs):
         # The rollouts of step k are drawn from a seed of their own (seed, k, process), so a run resumed from a
@@ -168,7 +169,7 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     args.chat_template_kwargs = {"enable_thinking": data.enable_thinking, **(args.chat_template_kwargs or {})}
     truncated = 0
     if data.max_prompt_length:
-        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
+        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length)
     logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
     rewards = PairRewards(template, data.margin)
     trainer = PaTaRMGRPOTrainer(
