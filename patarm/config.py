@@ -65,6 +65,20 @@ def nearest(name: str, valid: Sequence[str]) -> str:
     return f" (did you mean {match[0]!r}?)" if match else ""
 
 
+def import_object(spec: str, what: str, hint: str = "") -> Any:
+    """The object a dotted path names: 'package.module:name' or 'package.module.name' (the one rule for margin
+    functions, prompt builders and backend kinds). `what` names the setting in the error, `hint` ends it."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    try:
+        if not module_name or not attr:
+            raise ValueError("it has no module part")
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"{what} {spec!r} is not an importable 'package.module:name' ({err}){hint}") from None
+
+
 def unknown_keys_error(source: str, unknown: Sequence[str], valid: Sequence[str]) -> ConfigError:
     parts = [f"{k!r}{nearest(k, valid)}" for k in sorted(unknown)]
     return ConfigError(f"{source}: unknown key{'s' if len(parts) > 1 else ''} {', '.join(parts)}. "

@@ -236,3 +236,25 @@ def test_unknown_stage_raises_naming_the_stages():
 
     with pytest.raises(ValueError, match=r"unknown training stage 'grp' \(did you mean 'grpo'\?\); stages: sft, grpo, bt"):
         stage_types("grp")
+
+
+@pytest.mark.parametrize("spec", ["patarm.rewards:graded_margin", "patarm.rewards.graded_margin"])
+def test_import_object_takes_both_spellings(spec):
+    from patarm.config import import_object
+    from patarm.rewards import graded_margin
+
+    assert import_object(spec, "margin function") is graded_margin
+
+
+@pytest.mark.parametrize("spec", ["patarm.rewards:nope", "no_such_module.f", "nodots"])
+def test_import_object_names_the_setting_when_it_fails(spec):
+    from patarm.config import import_object
+
+    with pytest.raises(ValueError, match=rf"prompt_builder '{spec}' is not an importable 'package.module:name' .*; try"):
+        import_object(spec, "prompt_builder", "; try again")
+
+
+def test_mean_score_skips_invalid_scores():
+    from patarm.judge import mean_score
+
+    assert mean_score([1, None, 4]) == 2.5 and mean_score([None, None]) is None and mean_score([]) is None

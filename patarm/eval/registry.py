@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from patarm.config import nearest
 from patarm.eval import judgebench, rewardbench, rewardbench2, rmbench
 
 BENCHMARKS: dict[str, ModuleType] = {
@@ -21,8 +22,4 @@ def get(name: str) -> ModuleType:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        import difflib
-
-        match = difflib.get_close_matches(name, list(BENCHMARKS), n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else ""
-        raise ValueError(f"unknown benchmark {name!r}{hint}; known: {sorted(BENCHMARKS)}") from None
+        raise ValueError(f"unknown benchmark {name!r}{nearest(name, BENCHMARKS)}; known: {sorted(BENCHMARKS)}") from None

@@ -7,7 +7,6 @@ response cannot close its own block, pose as instructions, or smuggle in an outp
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
 from dataclasses import dataclass, field, replace
@@ -16,6 +15,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from patarm.config import nearest
 from patarm.rubrics import check_rubric_mode, load_primary_rubrics, render_primary_rubrics
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
@@ -80,9 +80,7 @@ def load_template(name_or_path: str | JudgeTemplate = DEFAULT_TEMPLATE, *, rubri
         path = PROMPT_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         bundled = sorted(p.stem for p in PROMPT_DIR.glob("*.yaml"))
-        match = difflib.get_close_matches(str(name_or_path), bundled, n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else ""
-        raise ValueError(f"judge template {name_or_path!r} not found{hint}; bundled: {bundled}, or give a YAML path")
+        raise ValueError(f"judge template {name_or_path!r} not found{nearest(str(name_or_path), bundled)}; bundled: {bundled}, or give a YAML path")
     data = _read_template(str(path))
     try:
         template = JudgeTemplate(

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from patarm.data.schema import Messages
-from patarm.judge.judgment import Judgment
+from patarm.judge.judgment import Judgment, mean_score
 from patarm.judge.parse import parse_judgment
 from patarm.judge.templates import PROMPT_DIR, JudgeTemplate, load_template, render_pointwise
 from patarm.judge.truncate import PromptFitter
@@ -73,11 +73,6 @@ class Prepared:
     template: JudgeTemplate
     n: int
     skill: bool = False
-
-
-def mean_score(scores: Sequence[float | None]) -> float | None:
-    valid = [s for s in scores if s is not None]
-    return sum(valid) / len(valid) if valid else None
 
 
 class Scorer:

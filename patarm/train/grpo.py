@@ -10,7 +10,6 @@ by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted
 
 from __future__ import annotations
 
-import importlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
@@ -19,7 +18,7 @@ from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, import_object
 from patarm.data import PreferencePair, load_pairs
 from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.rewards import PairRewards
@@ -128,11 +127,7 @@ class LogAtTrainBegin(TrainerCallback):
 
 def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTemplate], list]:
     """The function named by 'package.module:function' (or 'package.module.function')."""
-    module_name, _, attr = spec.replace(":", ".").rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"prompt_builder {spec!r} is not an importable 'package.module:function' ({err})") from None
+    return import_object(spec, "prompt_builder")
 
 
 def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate | str | None = None,
