@@ -65,6 +65,8 @@ def files(tmp_path):
     (["grpo", "--model_name_or_path", "{t}/no/model", "--per_device_train_batch_size", "4", "--num_generations", "4"],
      "not a multiple of 2 × num_generations = 8"),
     (["sft", "--model_name_or_path", "tiny", "--train_files", "{t}/empty.jsonl"], "hold no rows"),
+    (["grpo", "--model_name_or_path", "tiny", "--run_dir", "{t}/run", "--per_device_train_batch_size", "16"],
+     "GRPO's RL set {t}/run/prep/rl/pairs.jsonl does not exist; write it with `patarm prep run --config"),
     (["prep", "run", "--config", "{t}/nosteps.yaml"], "no steps"),
     (["prep", "normalise"], "did you mean 'normalize'?"),
     (["prep", "dedup", "--input", "{t}/empty.jsonl", "--output", "{t}/o"], "holds no pairs"),
@@ -74,7 +76,18 @@ def files(tmp_path):
 def test_bad_input_is_one_paragraph_and_exit_2(argv, says, files, capsys, monkeypatch):
     monkeypatch.chdir(files)
     message = _fails(capsys, *[a.replace("{t}", str(files)) for a in argv])
-    assert says in message, message
+    assert says.replace("{t}", str(files)) in message, message
+
+
+def test_under_a_launcher_only_the_main_process_prints_the_error(files, capsys, monkeypatch):
+    """`accelerate launch` starts one process per device; they fail alike, and only rank 0 says so."""
+    argv = ("sft", "--config", str(files / "missing.yaml"))
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as err:
+        run_cli(*argv)
+    assert err.value.code == 2 and capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    assert "does not exist" in _fails(capsys, *argv)
 
 
 def test_export_never_deletes_what_it_did_not_create(files, capsys):

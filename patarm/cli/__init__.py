@@ -79,6 +79,12 @@ def report_error(command: str, err: BaseException) -> None:
     print(f"patarm {command}: error: {message}", file=sys.stderr)
 
 
+def is_main_process() -> bool:
+    """Whether this process reports errors: rank 0 under `accelerate launch` / torchrun (every rank reads the same
+    config and data, so they fail alike and one paragraph is enough), or the only process."""
+    return os.environ.get("RANK", "0") in ("", "0")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -107,5 +113,6 @@ def main(argv: list[str] | None = None) -> None:
     except EXPECTED as err:
         if debug:
             traceback.print_exc()
-        report_error(command, err)
+        if debug or is_main_process():
+            report_error(command, err)
         sys.exit(2)

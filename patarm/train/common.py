@@ -60,14 +60,27 @@ def cpu_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[bool, str]:
     return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
 
 
+def precision_sentence(bf16: bool, fast: bool, why: str) -> str:
+    """The run log's one sentence on CPU precision: what was chosen and why (the default, or set against it)."""
+    chosen, default = ("bf16 autocast" if bf16 else "fp32"), ("bf16 autocast" if fast else "fp32")
+    if bf16 == fast:
+        return f"CPU training in {chosen}, the default here: {why}"
+    return f"CPU training in {chosen}, as set by bf16={str(bf16).lower()} (the default here is {default}: {why})"
+
+
+def require_input(path: str, what: str, remedy: str) -> None:
+    """Fail before any work when a stage's local input file is missing; `remedy` names the command that writes
+    it. A hub id (`owner/name`, no file suffix) is left to the loader."""
+    if Path(path).suffix and not Path(path).exists():
+        raise FileNotFoundError(f"{what} {path} does not exist; {remedy}")
+
+
 def setup_logging(args: Any) -> None:
     """Trackers write under the run's output folder (not the working directory), and wandb runs offline
     when no API key is configured, instead of failing or prompting. On a CPU the run log says which
     precision it trains in and why."""
     if getattr(args, "use_cpu", False):
-        fast, why = cpu_bf16()
-        logger.info("CPU training in %s; %s, so the default here is %s", "bf16 autocast" if args.bf16 else "fp32",
-                    why, "bf16 autocast" if fast else "fp32")
+        logger.info(precision_sentence(bool(args.bf16), *cpu_bf16()))
     targets = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
     if "wandb" in targets or "all" in targets:
         os.environ.setdefault("WANDB_DIR", str(args.output_dir))

@@ -24,7 +24,8 @@ from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, thinking_switch, train_and_save,
+    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, require_input, setup_logging, thinking_switch,
+    train_and_save,
 )
 from patarm.judge.truncate import truncate_judge_rows
 
@@ -144,6 +145,8 @@ def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate
 
 def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     """Pairs → two judge-prompt rows each (chosen, rejected); returns the rows and the load manifest."""
+    require_input(data.train_file, "GRPO's RL set", "write it with `patarm prep run --config configs/prep/<recipe>.yaml "
+                  f"--run_dir {data.run_dir}` (its `rl` step, rejection sampling), or pass --train_file PAIRS")
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
     if not loaded.pairs:
         raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")

@@ -157,7 +157,17 @@ def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
         assert args.use_cpu and args.bf16 == cpu_bf16()[0]
     with caplog.at_level(logging.INFO, logger="patarm.train.common"):
         setup_logging(SimpleNamespace(use_cpu=True, bf16=False, report_to=[], output_dir=str(tmp_path)))
-    assert "CPU training in fp32;" in caplog.text
+    assert "CPU training in fp32" in caplog.text
+
+
+def test_precision_sentence_says_what_was_chosen_and_why():
+    from patarm.train.common import precision_sentence
+
+    why = "the CPU has avx512_bf16"
+    assert precision_sentence(True, True, why) == "CPU training in bf16 autocast, the default here: the CPU has avx512_bf16"
+    assert precision_sentence(False, True, why) == ("CPU training in fp32, as set by bf16=false (the default here is "
+                                                    "bf16 autocast: the CPU has avx512_bf16)")
+    assert precision_sentence(False, False, "no flags").startswith("CPU training in fp32, the default here: no flags")
 
 
 # ----------------------------------------------------------------------------- SmolLM2, slow tier
