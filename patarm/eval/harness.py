@@ -17,7 +17,7 @@ from typing import Any
 
 from patarm.eval import registry
 from patarm.backends.cache import CachedBackend, CacheStats
-from patarm.eval.judging import JudgeOptions, check_options, judge_pairwise, judge_pointwise
+from patarm.eval.judging import JudgingPlan, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
 from patarm.judge.truncate import PromptFitter
 
@@ -38,7 +38,7 @@ def limit_items(items: list[dict], limit: int | None) -> list[dict]:
     return interleaved[:limit]
 
 
-def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                 fit: Any = None) -> list:
     """Judge `items` of the benchmark `bench_name` (see `patarm.eval.judging`); `fit` shortens prompts."""
     bench = registry.get(bench_name)
@@ -73,7 +73,7 @@ def _tied_items(judged: list) -> int:
     return tied
 
 
-def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
+def run_info(judged: list, opts: JudgingPlan, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
     """Judge-call accounting and judging diagnostics for metrics.json."""
     total, invalid = _count_outputs(judged, opts.mode)
     per_draw = 2 if opts.mode == "pairwise" else 1
@@ -92,7 +92,7 @@ def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: li
     return info
 
 
-def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions, out_dir: Path,
+def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgingPlan, out_dir: Path,
                   tie_policy: str | None = None) -> dict[str, Any]:
     """Judge and score one benchmark; write its samples.jsonl and metrics.json under `out_dir`/<name>."""
     bench = registry.get(bench_name)

@@ -24,8 +24,9 @@ Comparison = tuple[int, int]
 
 
 @dataclass
-class JudgeOptions:
-    """How to judge: `mode` pointwise|pairwise, `num_samples` n, `voting` mean|majority|adaptive."""
+class JudgingPlan:
+    """How eval judges a benchmark: `mode` pointwise|pairwise, `num_samples` n, `voting` mean|majority|adaptive
+    (the prompt and decoding options are `patarm.models.settings.JudgeOptions`, resolved before)."""
 
     mode: str = "pointwise"
     num_samples: int = 1
@@ -54,7 +55,7 @@ def _ckey(c: Comparison) -> str:
     return f"{c[0]},{c[1]}"
 
 
-def check_options(bench: ModuleType, items: list[dict], opts: JudgeOptions) -> None:
+def check_options(bench: ModuleType, items: list[dict], opts: JudgingPlan) -> None:
     """Reject combinations a benchmark cannot score, before any judging starts."""
     if opts.num_samples < 1:
         raise ValueError(f"--num-samples must be >= 1, got {opts.num_samples}")
@@ -93,7 +94,7 @@ def _count(decisions: list[str | None]) -> tuple[int, int]:
     return sum(d == A for d in decisions), sum(d == B for d in decisions)
 
 
-def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                     fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
     """Score every candidate of every item; build records by the voting rule. `fit` shortens a rendered
     prompt to the judge's window (`patarm.judge.truncate.PromptFitter`)."""
@@ -155,7 +156,7 @@ def win_counts(per_candidate: list[list[float | None]]) -> list[float]:
     return wins
 
 
-def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                    fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
     """Judge every comparison of every item in both presentation orders; votes decide."""
     template = load_template(opts.template or "pairwise", rubric_mode=opts.rubric_mode)

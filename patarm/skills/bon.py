@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from patarm.config import RunArguments, check_positive
 from patarm.io import DataError, iter_jsonl
 from patarm.judge.judgment import EvidenceItem
+from patarm.models.settings import JudgeOptions, judge_field
 from patarm.skills.package import Skill
 from patarm.skills.session import SkillSession, mount
 
@@ -39,10 +40,11 @@ class BonArguments(RunArguments):
     source_prior: bool = field(default=False, metadata={"help":
                                "mount a cross-fitted calibration table of source accuracies (other folds' labels)"})
     limit: int | None = field(default=None, metadata={"help": "only the first N items"})
-    max_new_tokens: int = field(default=256, metadata={"help": "judgment length limit of the judge model"})
+    max_new_tokens: int | None = judge_field("max_new_tokens")
 
     def __post_init__(self) -> None:
-        check_positive(self, "limit", "max_new_tokens")
+        check_positive(self, "limit")
+        JudgeOptions.of(self)
 
 
 @dataclass
@@ -182,7 +184,13 @@ def run_bon(args: BonArguments) -> dict[str, Any]:
     if args.model:
         from patarm.backends import GenerationOptions, make_backend
 
-        backend = make_backend(args.model, GenerationOptions(max_new_tokens=args.max_new_tokens), name="bon judge")
+        from patarm.models.settings import resolve_judge_options
+
+        values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), "pointwise")
+        options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
+                                    enable_thinking=values["enable_thinking"],
+                                    max_prompt_tokens=values["max_prompt_tokens"])
+        backend = make_backend(args.model, options, name="bon judge")
         judge = model_judge(backend, skill, args.domain)
     modes = {"both": (False, True), "none": (False,), "mounted": (True,)}[args.reference]
     return {("with_reference" if with_ref else "without_reference"):
