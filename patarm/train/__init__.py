@@ -61,6 +61,21 @@ def parse_args(stage: str, argv: list[str]) -> tuple[Any, ...]:
                        common=COMMON, defaults=stage_defaults(stage))
 
 
+def run_stage(stage: str, parsed: tuple[Any, ...]) -> str:
+    """Train and save one stage from its parsed (data, training, model) arguments, as `patarm <stage>` does;
+    returns the output folder. The trainer is dropped and collected, so a recipe's next stage starts with its
+    memory free."""
+    import gc
+    import importlib
+
+    data, args, model_args = parsed
+    if not model_args.model_name_or_path:
+        raise ValueError(f"patarm {stage}: set model_name_or_path (a folder, a hub id, or `tiny`)")
+    importlib.import_module(f"patarm.train.{stage}").train(data, args, model_args)
+    gc.collect()
+    return args.output_dir
+
+
 def _description(stage: str) -> str:
     import importlib
 

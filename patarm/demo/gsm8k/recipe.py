@@ -27,6 +27,7 @@ from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores
 from patarm.demo.gsm8k.stages import (
     bt_stage, forget_eval, judge_folder, prep_sft_corpus, rl_stage, stage_args, train_stage, trained,
 )
+from patarm.demo.kit import Clock, grpo_curve
 from patarm.io import read_json, write_json
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
@@ -86,20 +87,6 @@ def parse_args(argv: list[str]) -> GSM8KArguments:
     (args,) = parse_stage((GSM8KArguments,), ["--config", str(DEFAULT_CONFIG), *argv],
                           prog="patarm quickstart --recipe gsm8k-skill", description=__doc__)
     return args
-
-
-class Clock:
-    """Wall-clock seconds of every stage run in this invocation, merged into `{run_dir}/timings.json`."""
-
-    def __init__(self, out: Path):
-        self.path, self.t0 = out / "timings.json", time.time()
-        self.timings = read_json(self.path) if self.path.is_file() else {}
-
-    def done(self, name: str, started: float, note: str = "") -> None:
-        self.timings[name] = round(time.time() - started, 1)
-        write_json(self.timings, self.path)
-        logger.info("%6.0fs  %s done in %.0f s%s", time.time() - self.t0, name, self.timings[name],
-                    f": {note}" if note else "")
 
 
 def run(args: GSM8KArguments) -> dict:
@@ -163,7 +150,7 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
         result["stages"][stage] = _evaluate(args, arm, d, stage, model, heldout, disclose, clock)
     if args.bt_baseline:
         result["bt"] = bt_stage(args, d, arm, heldout, disclose, clock)
-    result["grpo_curve"] = _grpo_curve(d / "grpo" / "metrics.jsonl")
+    result["grpo_curve"] = grpo_curve(d / "grpo" / "metrics.jsonl")
     return result
 
 
@@ -183,12 +170,4 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
                 summary["pair_accuracy"], summary["format_valid"], summary["best_of_n"])
     return summary
 
-
-def _grpo_curve(path: Path) -> list[dict]:
-    from patarm.io import read_jsonl
-
-    if not path.is_file():
-        return []
-    return [{"step": m["step"], "pair_accuracy": m["par/pair_accuracy"], "margin": m.get("par/margin")}
-            for m in read_jsonl(path) if "par/pair_accuracy" in m]
 

@@ -10,11 +10,11 @@ import pytest
 import yaml
 from helpers import ROOT, run_cli
 
-from patarm.demo import downstream_task as T
-from patarm.demo.downstream_config import CONFIG_DIR, DownstreamArguments
-from patarm.demo.downstream_eval import infobench_answers, measure, yes_no
-from patarm.demo.downstream_report import verdict, write_downstream_report
-from patarm.demo.downstream_rewards import Monitored, RuleReward, ScalarReward
+from patarm.demo.downstream import task as T
+from patarm.demo.downstream.config import CONFIG_DIR, DownstreamArguments
+from patarm.demo.downstream.eval import infobench_answers, measure, yes_no
+from patarm.demo.downstream.report import verdict, write_downstream_report
+from patarm.demo.downstream.rewards import Monitored, RuleReward, ScalarReward
 
 LOWER = json.dumps({"kind": "lowercase", "value": None})
 UPPER = json.dumps({"kind": "uppercase", "value": None})
@@ -202,7 +202,7 @@ def test_arguments_refuse_what_the_run_cannot_do():
 
 
 def test_file_task_reads_rl_prompts_and_ifeval_and_infobench_items(tmp_path, bench):
-    from patarm.demo.downstream import stage_task
+    from patarm.demo.downstream.loop import stage_task
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"prompt": "Write a poem."}) + "\n"

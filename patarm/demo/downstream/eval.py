@@ -16,7 +16,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from patarm.demo.downstream_task import answer, verified
+from patarm.demo.downstream.task import answer, verified
 from patarm.io import append_jsonl
 from patarm.judge import mean_score
 
