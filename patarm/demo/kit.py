@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
 from patarm.models.settings import RUN_CONFIG_FILE
+from patarm.train import parse_args, run_stage
 
 logger = logging.getLogger("patarm.recipe")
 MANIFEST = "manifest.json"
@@ -28,16 +29,10 @@ MANIFEST = "manifest.json"
 def stage_args(stage: str, config: str | Path, run_dir: str | Path, *flags: str) -> tuple[Any, ...]:
     """A training stage's (data, training, model) arguments from `config` in the run folder `run_dir`, then
     `flags`: exactly what `patarm <stage> --config CONFIG --run_dir RUN_DIR FLAGS...` parses."""
-    from patarm.train import parse_args
-
     return parse_args(stage, ["--config", str(config), "--run_dir", str(run_dir), *map(str, flags)])
 
 
-def train_stage(stage: str, args: tuple[Any, ...]) -> str:
-    """Train and save one stage (`patarm.train.run_stage`); returns its output folder."""
-    from patarm.train import run_stage
-
-    return run_stage(stage, args)
+train_stage = run_stage  # train and save one stage from its parsed arguments: the CLI's runner, re-exported
 
 
 def trained(folder: str | Path) -> bool:
