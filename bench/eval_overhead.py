@@ -25,8 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from patarm.eval import judgebench, registry  # noqa: E402
 from patarm.backends import CachedBackend, GenerationCache  # noqa: E402
+from patarm.eval import judgebench, registry  # noqa: E402
 from patarm.eval.harness import judge_items  # noqa: E402
 from patarm.eval.judging import JudgingPlan  # noqa: E402
 from patarm.judge import load_template, render_pairwise, render_pointwise  # noqa: E402
@@ -157,7 +157,9 @@ def record_judgments(items: list[dict], n: int, path: Path, seed: int = 0) -> Ge
         for k in range(n):
             for messages, first_better in ((ab, a_better), (ba, not a_better)):
                 d = _decision(rng, p, first_better, bias=0.05)
-                rows.append((keyer._key(messages, k, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>"))
+                rows.append(
+                    (keyer._key(messages, k, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>")
+                )
     cache.put_many(rows)
     return cache
 

@@ -25,8 +25,9 @@ import os
 import sys
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -175,7 +176,9 @@ class StageParser(argparse.ArgumentParser):
             bad = rest[0]
             flag = bad.split("=", 1)[0]
             options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-            raise ConfigError(f"unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` for the options.")
+            raise ConfigError(
+                f"unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` for the options."
+            )
         given: set[str] = set()
         for path in ns.config:
             given |= self._apply_config(path)

@@ -17,10 +17,11 @@ from __future__ import annotations
 import json
 import os
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from patarm.config import import_object
-from patarm.judge import Judgment, JudgeTemplate, load_template, mean_score, parse_judgment
+from patarm.judge import JudgeTemplate, Judgment, load_template, mean_score, parse_judgment
 
 MarginFn = Callable[[float], float]
 Score = float | None
@@ -75,7 +76,9 @@ def par_rewards(chosen_scores: Sequence[Score], rejected_scores: Sequence[Score]
 
 def format_penalty(text_or_judgment: str | Judgment, template: JudgeTemplate | str | None = None) -> float:
     """−1.0 if the score is invalid; otherwise −0.5 if the tags are wrong; otherwise 0 (paper §3.1)."""
-    judgment = text_or_judgment if isinstance(text_or_judgment, Judgment) else parse_judgment(text_or_judgment, template)
+    judgment = (
+        text_or_judgment if isinstance(text_or_judgment, Judgment) else parse_judgment(text_or_judgment, template)
+    )
     if judgment.score is None:
         return -1.0
     return -0.5 if not judgment.tags_ok else 0.0
@@ -132,7 +135,12 @@ class PairRewards:
         rank = int(os.environ.get("RANK", "0"))
         os.makedirs(self.audit_dir, exist_ok=True)
         with open(os.path.join(self.audit_dir, f"rank-{rank}.jsonl"), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"rank": rank, "rollouts": n, "pairs": {str(k): [len(c), len(r)] for k, (c, r) in groups.items()}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"rank": rank, "rollouts": n, "pairs": {str(k): [len(c), len(r)] for k, (c, r) in groups.items()}}
+                )
+                + "\n"
+            )
 
     def judgments(self, completions: list[Any]) -> list[Judgment]:
         if self._last is None or self._last[0] is not completions:

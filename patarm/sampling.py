@@ -15,7 +15,7 @@ that is a multiple of 2·G holds whole pairs only. `check_pair_batching` enforce
 from __future__ import annotations
 
 import math
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch.utils.data import Sampler

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from helpers import DEMO_PAIRS, ROOT, run_cli
 
 

@@ -118,7 +118,9 @@ def test_grpo_config_loads_and_keeps_pairs_whole(stage_types, path):
         assert args.num_generations == 8 and args.max_completion_length == 4096  # paper: response length 4096
         assert (data.margin, data.rubric_mode) == ("graded", "adaptive")
         assert args.use_vllm and args.vllm_mode == "colocate" and gpus % args.vllm_tensor_parallel_size == 0
-        assert data.max_prompt_length and args.vllm_max_model_length >= data.max_prompt_length + args.max_completion_length
+        assert (
+            data.max_prompt_length and args.vllm_max_model_length >= data.max_prompt_length + args.max_completion_length
+        )
         assert args.bf16 and args.gradient_checkpointing and args.num_train_epochs == 1
         assert args.gradient_accumulation_steps == args.steps_per_generation  # one optimizer step per generation
         assert set(args.report_to) >= {"wandb", "tensorboard"}
@@ -206,7 +208,12 @@ def test_deepspeed_json_parses(path):
     config = json.loads(path.read_text())
     zero = config["zero_optimization"]
     assert zero["stage"] == int(path.stem.removeprefix("zero"))
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+    ):
         assert config[key] == "auto", f"{path.name}: {key} should be 'auto' so the HF Trainer fills it"
     assert config["bf16"]["enabled"] == "auto"
     if zero["stage"] == 3:
@@ -234,7 +241,9 @@ def test_launch_script_is_valid_bash(path):
 def test_unknown_stage_raises_naming_the_stages():
     from patarm.train import stage_types
 
-    with pytest.raises(ValueError, match=r"unknown training stage 'grp' \(did you mean 'grpo'\?\); stages: sft, grpo, bt"):
+    with pytest.raises(
+        ValueError, match=r"unknown training stage 'grp' \(did you mean 'grpo'\?\); stages: sft, grpo, bt"
+    ):
         stage_types("grp")
 
 
@@ -250,7 +259,9 @@ def test_import_object_takes_both_spellings(spec):
 def test_import_object_names_the_setting_when_it_fails(spec):
     from patarm.config import import_object
 
-    with pytest.raises(ValueError, match=rf"prompt_builder '{spec}' is not an importable 'package.module:name' .*; try"):
+    with pytest.raises(
+        ValueError, match=rf"prompt_builder '{spec}' is not an importable 'package.module:name' .*; try"
+    ):
         import_object(spec, "prompt_builder", "; try again")
 
 

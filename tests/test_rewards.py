@@ -3,7 +3,13 @@
 import pytest
 
 from patarm.rewards import (
-    IncompletePairError, PairRewards, constant_margin, format_penalty, get_margin_fn, graded_margin, par_rewards,
+    IncompletePairError,
+    PairRewards,
+    constant_margin,
+    format_penalty,
+    get_margin_fn,
+    graded_margin,
+    par_rewards,
 )
 
 
@@ -66,7 +72,9 @@ def _call(rewards, completions, pair_id, side, **kw):
 
 
 def test_trl_reward_functions_group_pairs_and_log():
-    j = lambda s: [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+    def j(s):
+        return [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+
     completions = [j(8), j(9), j(2), j(4), j(3), "<eval>x</eval><score>6</score>", j(7), j(7)]
     pair_id = ["p", "p", "p", "p", "q", "q", "q", "q"]
     side = ["chosen", "chosen", "rejected", "rejected", "chosen", "chosen", "rejected", "rejected"]

@@ -16,7 +16,12 @@ from dataclasses import fields
 from typing import Any
 
 from patarm.backends.base import (
-    AssistantTurn, Backend, BackendError, GenerationOptions, ToolCall, parse_tool_calls,
+    AssistantTurn,
+    Backend,
+    BackendError,
+    GenerationOptions,
+    ToolCall,
+    parse_tool_calls,
 )
 from patarm.backends.cache import CachedBackend, GenerationCache, cache_key
 from patarm.config import import_object

@@ -28,7 +28,10 @@ COMMANDS = {
     "convert": ("patarm.cli.convert", "convert a GGUF model file (e.g. the SmolLM2 package) to a Hugging Face folder"),
     "serve": ("patarm.cli.serve", "serve a judge over HTTP: /v1/judge, OpenRLHF /get_reward, chat completions"),
     "quickstart": ("patarm.cli.quickstart", "the main job on the bundled task, end to end on a CPU"),
-    "downstream": ("patarm.cli.downstream", "the downstream RLHF loop in miniature: a policy trained on the judge, BT and rule rewards"),
+    "downstream": (
+        "patarm.cli.downstream",
+        "the downstream RLHF loop in miniature: a policy trained on the judge, BT and rule rewards",
+    ),
 }
 # What a user can get wrong: reported as one paragraph, never as a traceback (unless --debug).
 EXPECTED = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, KeyError,

@@ -18,6 +18,7 @@ from typing import Any
 from patarm.config import RunArguments, check_positive
 from patarm.models.settings import JudgeOptions, judge_field
 
+
 @dataclass
 class JudgeArguments(RunArguments):
     """Judge pairs or single responses with a saved judge."""
@@ -27,7 +28,9 @@ class JudgeArguments(RunArguments):
     input: str = field(default="", metadata={"path": "input", "help":
                        "pairs (any supported layout) or jsonl rows of {prompt, response}"})
     output: str = field(default="-", metadata={"help": "output jsonl (default: stdout)"})
-    mode: str = field(default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]})
+    mode: str = field(
+        default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]}
+    )
     num_samples: int = field(default=1, metadata={"help": "judgments per response (voting@n); sampled when > 1"})
     template: str | None = judge_field("template")
     rubric_mode: str | None = judge_field("rubric_mode")

@@ -24,13 +24,24 @@ from patarm.models.settings import JudgeOptions, judge_field
 class ServeArguments(RunArguments):
     """Serve a judge over HTTP."""
 
-    model: str = field(default="{run_dir}/export", metadata={"path": "input", "help":
-                       "a saved judge folder, a model spec (hub id, gguf:FILE, smollm2) or `tiny` (random, smoke tests)"})
-    backend: str = field(default="hf", metadata={"help": "transformers (CPU/GPU) or vLLM (GPU)", "choices": ["hf", "vllm"]})
+    model: str = field(
+        default="{run_dir}/export",
+        metadata={
+            "path": "input",
+            "help": "a saved judge folder, a model spec (hub id, gguf:FILE, smollm2) or `tiny` (random, smoke tests)",
+        },
+    )
+    backend: str = field(
+        default="hf", metadata={"help": "transformers (CPU/GPU) or vLLM (GPU)", "choices": ["hf", "vllm"]}
+    )
     host: str = field(default="127.0.0.1", metadata={"help": "interface to listen on (default: loopback only)"})
     port: int = field(default=8000, metadata={"help": "TCP port; 0 picks a free one (logged)"})
-    token_env: str | None = field(default=None, metadata={"help": "require the bearer token held in this environment variable"})
-    token_file: str | None = field(default=None, metadata={"help": "require the bearer token held in this file (first line)"})
+    token_env: str | None = field(
+        default=None, metadata={"help": "require the bearer token held in this environment variable"}
+    )
+    token_file: str | None = field(
+        default=None, metadata={"help": "require the bearer token held in this file (first line)"}
+    )
     max_batch: int = field(default=32, metadata={"help": "most items per model batch"})
     max_wait_ms: float = field(default=10.0, metadata={"help": "longest wait to fill a batch (ms)"})
     max_queue: int = field(default=1024, metadata={"help": "most items waiting; more get 429"})

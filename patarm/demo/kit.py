@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
 from patarm.models.settings import RUN_CONFIG_FILE

@@ -50,7 +50,7 @@ class Sizes:
     kinds: tuple[str, ...] = ("lowercase", "uppercase")
 
     @classmethod
-    def small(cls) -> "Sizes":
+    def small(cls) -> Sizes:
         # an untrained-size judge solves nothing, so the small run keeps every RL pair
         return cls(sft_pairs=64, rl_pool=16, heldout=16, grpo_steps=2, hidden=32, layers=1, rl_keep=(0.0, 1.0))
 
@@ -79,8 +79,17 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     clock.done("pointwise SFT corpus", note=f"{len(rows)} rows ({manifest.to_dict()['dropped'] or 'nothing dropped'})")
 
     texts = [m["content"] for r in rows for m in r["messages"]]
-    model, _ = build_tiny_judge(texts, out / "base", vocab_size=1024, seed=seed, hidden_size=sizes.hidden,
-                                num_layers=sizes.layers, num_heads=4, num_kv_heads=2, intermediate_size=3 * sizes.hidden)
+    model, _ = build_tiny_judge(
+        texts,
+        out / "base",
+        vocab_size=1024,
+        seed=seed,
+        hidden_size=sizes.hidden,
+        num_layers=sizes.layers,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=3 * sizes.hidden,
+    )
     greedy = GenerationOptions(max_new_tokens=48, temperature=0.0, batch_size=64)
     stages = {"base": _evaluate(out / "base", heldout, greedy)}
     clock.done("base judge", note=f"a random-init Qwen3 of {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "

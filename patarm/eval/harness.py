@@ -15,8 +15,8 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from patarm.eval import registry
 from patarm.backends.cache import CachedBackend, CacheStats
+from patarm.eval import registry
 from patarm.eval.judging import JudgingPlan, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
 from patarm.judge.truncate import PromptFitter

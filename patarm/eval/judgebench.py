@@ -13,18 +13,20 @@ prefix; with several response-model files, also ``by_response_model``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import RecordError, data_files, load_hub, mean, need, pct, read_rows, user_prompt
 from patarm.eval.voting import as_list, compact
-from patarm.judge.decisions import A, DECISIONS, from_scores, vote
+from patarm.judge.decisions import DECISIONS, A, from_scores, vote
 
 NAME = "judgebench"
 HUB_ID = "ScalerLab/JudgeBench"
 # Source prefix → category; mmlu-pro comes first, so mmlu-pro-math is knowledge, as in the paper. The prefixes
 # are those ScalerLab/JudgeBench run_judge.py @ d8740a811eb8c64a37eb22a1f3c80ff194ec284d reports (with
-# `source.startswith`); the pair rule is utils/metrics.py compute_final_metrics @ e2c52c284e735e139b3daa61c206ee208f36c461.
+# `source.startswith`); the pair rule is utils/metrics.py compute_final_metrics
+# @ e2c52c284e735e139b3daa61c206ee208f36c461.
 CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
               ("livecodebench", "coding"))
 JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}

@@ -11,14 +11,15 @@ chance that they do is at most 1 - confidence); the outcome is the majority of t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from patarm.backends import CachedBackend
 from patarm.eval.voting import mean_score, should_stop
-from patarm.judge.decisions import A, B, flip, from_scores
 from patarm.judge import Judgment, load_template, parse_judgment, render_pairwise, render_pointwise
+from patarm.judge.decisions import A, B, flip, from_scores
 
 Comparison = tuple[int, int]
 
@@ -99,8 +100,10 @@ def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend
     """Score every candidate of every item; build records by the voting rule. `fit` shortens a rendered
     prompt to the judge's window (`patarm.judge.truncate.PromptFitter`)."""
     template = load_template(opts.template or "pointwise", rubric_mode=opts.rubric_mode)
-    prompts = [[fit(render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain"))) for c in it["candidates"]]
-               for it in items]
+    prompts = [
+        [fit(render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain"))) for c in it["candidates"]]
+        for it in items
+    ]
     js: list[list[list[Judgment]]] = [[[] for _ in p] for p in prompts]
     n = opts.num_samples
 
@@ -136,7 +139,10 @@ def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend
             decisions = {}
             for x, y in bench.comparisons(item):
                 d = stops.get((i, (x, y)), n)
-                decisions[(x, y)] = ([from_scores(a, b) for a, b in zip(per_candidate[x][:d], per_candidate[y][:d])], [])
+                decisions[(x, y)] = (
+                    [from_scores(a, b) for a, b in zip(per_candidate[x][:d], per_candidate[y][:d])],
+                    [],
+                )
             record = bench.make_record(item, decisions=decisions)
         else:
             record = bench.make_record(item, scores=win_counts(per_candidate))

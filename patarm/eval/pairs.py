@@ -5,7 +5,8 @@ response wins when its mean score is strictly higher); or pairwise in both prese
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from patarm.data.schema import PreferencePair
 from patarm.judge import JudgeTemplate, load_template, mean_score, parse_judgment, render_pairwise, render_pointwise

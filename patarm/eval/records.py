@@ -7,8 +7,9 @@ A *record* is one scored benchmark item in the official field names (see each be
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 TIE_POLICIES = ("strict", "half")
 
@@ -23,7 +24,7 @@ class RecordError(ValueError):
                                       f"field '{field}'" if field else None) if x)
         super().__init__(f"{where}: {reason}" if where else reason)
 
-    def at(self, path: str, line: int, unit: str = "line") -> "RecordError":
+    def at(self, path: str, line: int, unit: str = "line") -> RecordError:
         """The same error located at `path`, `line` (1-based; `unit` "row" for JSON files)."""
         return RecordError(self.field, self.reason, path, line, unit)
 

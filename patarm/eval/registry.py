@@ -4,9 +4,10 @@ a module that lacks a function, or takes other arguments than the contract's, fa
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from patarm.config import nearest
 from patarm.eval import judgebench, rewardbench, rewardbench2, rmbench
@@ -49,7 +50,9 @@ class Benchmark(Protocol):
         """(scores of the better responses, scores of the others) for the report's histogram."""
 
 
-FUNCTIONS = tuple(name for name, value in vars(Benchmark).items() if inspect.isfunction(value) and not name.startswith("_"))
+FUNCTIONS = tuple(
+    name for name, value in vars(Benchmark).items() if inspect.isfunction(value) and not name.startswith("_")
+)
 
 
 def check_benchmark(name: str, module: ModuleType) -> ModuleType:
@@ -86,4 +89,6 @@ def get(name: str) -> ModuleType:
     try:
         return BENCHMARKS[name]
     except KeyError:
-        raise ValueError(f"unknown benchmark {name!r}{nearest(name, BENCHMARKS)}; known: {sorted(BENCHMARKS)}") from None
+        raise ValueError(
+            f"unknown benchmark {name!r}{nearest(name, BENCHMARKS)}; known: {sorted(BENCHMARKS)}"
+        ) from None

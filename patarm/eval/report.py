@@ -11,8 +11,9 @@ truncated, and — when a score is low because the judge's outputs could not be 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval import registry
 
@@ -150,11 +151,15 @@ def write_report(run_dir: str | Path, plots: bool = True) -> Path:
     lines = [f"# Eval report: {run_dir.name}", ""]
     for name, result in results.items():
         run = result.get("run", {})
-        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** — {validity(run)}; mode "
-                  f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
-                  f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
-                  f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
-                  ""]
+        lines += [
+            f"## {name}",
+            "",
+            f"headline: **{_fmt(result.get('headline'))}** — {validity(run)}; mode "
+            f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
+            f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
+            f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
+            "",
+        ]
         if note := explain(result):
             lines += [f"**Note:** {note}", ""]
         lines += [markdown_table({name: flatten(result["metrics"])}), ""]

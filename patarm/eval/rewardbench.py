@@ -13,13 +13,22 @@ or unparseable answer counts 0.5. Metrics in percent: ``{"chat", "chat_hard", "s
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 from patarm.eval.records import (
-    RecordError, check_tie_policy, data_files, load_hub, mean, need, pct, read_rows, user_prompt,
+    RecordError,
+    check_tie_policy,
+    data_files,
+    load_hub,
+    mean,
+    need,
+    pct,
+    read_rows,
+    user_prompt,
 )
 from patarm.eval.voting import as_list, compact
 from patarm.judge.decisions import DECISIONS, vote
@@ -29,7 +38,7 @@ HUB_ID, HUB_SPLIT = "allenai/reward-bench", "filtered"
 TABLES = Path(__file__).parent / "data" / "rewardbench.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tables() -> dict[str, Any]:
     """The official SUBSET_MAPPING (as `sections`) and EXAMPLE_COUNTS, read from the data file."""
     return yaml.safe_load(TABLES.read_text(encoding="utf-8"))

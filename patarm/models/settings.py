@@ -79,7 +79,7 @@ class JudgeOptions:
             raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
 
     @classmethod
-    def of(cls, args: Any) -> "JudgeOptions":
+    def of(cls, args: Any) -> JudgeOptions:
         """The judge options among a command's arguments (checked; the ones it lacks are None)."""
         return cls(**{f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)})
 

@@ -12,9 +12,10 @@ as evidence, and the skill's aggregation rules pick the index (ties → the lowe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from patarm.config import RunArguments, check_positive
 from patarm.io import DataError, iter_jsonl
@@ -96,7 +97,9 @@ def cross_fitted_priors(items: Sequence[PoolItem], folds: int = 2) -> list[dict[
     tables = []
     for f in range(folds):
         held = [it for i, it in enumerate(items) if i % folds != f]
-        tables.append({s: sum(it.correct[k] for it in held) / max(1, len(held)) for k, s in enumerate(items[0].sources)})
+        tables.append(
+            {s: sum(it.correct[k] for it in held) / max(1, len(held)) for k, s in enumerate(items[0].sources)}
+        )
     return [tables[i % folds] for i in range(len(items))]
 
 
@@ -149,9 +152,8 @@ def model_judge(backend: Any, skill: Skill, domain: str) -> JudgeFn:
     """A JudgeFn that asks a judge model (any backend with `generate(messages_list)`) for a pointwise
     score of every candidate through the skill's static routing; the score becomes `judge-score`."""
     from patarm.judge.parse import parse_judgment
-    from patarm.skills.router import parse_evidence, static_prompt
-
     from patarm.judge.templates import load_template
+    from patarm.skills.router import parse_evidence, static_prompt
 
     template = load_template("pointwise-compact", rubric_mode="primary")  # <eval> + <score>
 
@@ -183,7 +185,6 @@ def run_bon(args: BonArguments) -> dict[str, Any]:
     judge = None
     if args.model:
         from patarm.backends import GenerationOptions, make_backend
-
         from patarm.models.settings import resolve_judge_options
 
         values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), "pointwise")

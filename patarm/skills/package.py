@@ -134,7 +134,10 @@ def find_skill(name_or_path: str | Path, bank: str | Path = BANK_DIR) -> Skill:
     if candidate.is_dir():
         return load_skill(candidate)
     names = sorted(p.name for p in Path(bank).iterdir() if (p / "SKILL.md").is_file())
-    raise ValueError(f"no skill {str(name_or_path)!r}{nearest(str(name_or_path), names)}: not a folder, and the bank {bank} has {names}")
+    raise ValueError(
+        f"no skill {str(name_or_path)!r}{nearest(str(name_or_path), names)}: not a folder, and the bank {bank} "
+        f"has {names}"
+    )
 
 
 def list_skills(bank: str | Path = BANK_DIR) -> list[dict[str, str]]:

@@ -10,7 +10,8 @@ the mounted sample-specific resources. The judge writes its evidence in ``<eval>
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.judge.judgment import EvidenceItem
 from patarm.judge.templates import neutralize, render_conversation

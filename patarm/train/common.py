@@ -8,8 +8,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
@@ -105,7 +106,9 @@ def resolve_resume(resume: str | bool | None, output_dir: str) -> str | None:
     if resume in (True, "true", "True", "last"):
         done = complete_checkpoints(output_dir)
         if not done:
-            raise FileNotFoundError(f"no complete checkpoint (with {COMPLETE_MARKER}) under {output_dir} to resume from")
+            raise FileNotFoundError(
+                f"no complete checkpoint (with {COMPLETE_MARKER}) under {output_dir} to resume from"
+            )
         return str(done[-1])
     if not (Path(resume) / COMPLETE_MARKER).is_file():
         raise FileNotFoundError(f"{resume} is not a complete checkpoint (no {COMPLETE_MARKER}); it may be half-written")

@@ -11,8 +11,9 @@ by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -21,13 +22,18 @@ from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 from patarm.config import RunArguments, import_object
 from patarm.data import PreferencePair, load_pairs
 from patarm.judge import JudgeTemplate, load_template, render_pointwise
+from patarm.judge.truncate import truncate_judge_rows
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, require_input, setup_logging, thinking_switch,
+    AtomicCheckpointMixin,
+    JsonlMetricsCallback,
+    load_model,
+    require_input,
+    setup_logging,
+    thinking_switch,
     train_and_save,
 )
-from patarm.judge.truncate import truncate_judge_rows
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +49,9 @@ class GRPODataArguments(RunArguments):
     max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
     judge_template: str = field(default="pointwise", metadata={"help": "Judge prompt template name or YAML path."})
     rubric_mode: str = field(default="adaptive", metadata={"help": "primary | generated | adaptive (paper Table 4)."})
-    score_range: list[float] | None = field(default=None, metadata={"help": "Score range, default the template's (1 10)."})
+    score_range: list[float] | None = field(
+        default=None, metadata={"help": "Score range, default the template's (1 10)."}
+    )
     margin: str = field(default="graded", metadata={
         "help": "PAR margin f(δ): 'graded' (1.2 / 1.4 at δ>2), 'constant' (1.3) or a dotted path to a function."})
     max_prompt_length: int | None = field(default=None, metadata={
@@ -131,9 +139,12 @@ def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTempla
     return import_object(spec, "prompt_builder")
 
 
-def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate | str | None = None,
-                        rubric_mode: str | None = None,
-                        build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None) -> list[dict[str, Any]]:
+def pairs_to_judge_rows(
+    pairs: Iterable[PreferencePair],
+    template: JudgeTemplate | str | None = None,
+    rubric_mode: str | None = None,
+    build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None,
+) -> list[dict[str, Any]]:
     """Each pair as two conversational GRPO rows (chosen first) sharing a `pair_id`, so the pair-preserving
     sampler and the PAR reward can put them back together. `build` makes each prompt instead of the template."""
     template = load_template(template or "pointwise", rubric_mode=rubric_mode)
@@ -145,8 +156,12 @@ def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate
 
 def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     """Pairs → two judge-prompt rows each (chosen, rejected); returns the rows and the load manifest."""
-    require_input(data.train_file, "GRPO's RL set", "write it with `patarm prep run --config configs/prep/<recipe>.yaml "
-                  f"--run_dir {data.run_dir}` (its `rl` step, rejection sampling), or pass --train_file PAIRS")
+    require_input(
+        data.train_file,
+        "GRPO's RL set",
+        "write it with `patarm prep run --config configs/prep/<recipe>.yaml "
+        f"--run_dir {data.run_dir}` (its `rl` step, rejection sampling), or pass --train_file PAIRS",
+    )
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
     if not loaded.pairs:
         raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")

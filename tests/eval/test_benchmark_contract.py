@@ -36,7 +36,9 @@ def test_a_module_without_a_function_is_refused_by_name(missing):
 
 def test_a_function_with_other_arguments_is_refused():
     fake = _copy_of(registry.BENCHMARKS["judgebench"], score=lambda records: {})  # no tie_policy
-    with pytest.raises(TypeError, match=r"score\(records\) does not take the contract's arguments \(records, tie_policy\)"):
+    with pytest.raises(
+        TypeError, match=r"score\(records\) does not take the contract's arguments \(records, tie_policy\)"
+    ):
         registry.check_benchmark("judgebench", fake)
     fake = _copy_of(registry.BENCHMARKS["judgebench"], NAME="other")
     with pytest.raises(TypeError, match="NAME must be 'judgebench'"):

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patarm.eval import registry
 from patarm.backends import CachedBackend, GenerationCache
+from patarm.eval import registry
 from patarm.eval.harness import judge_items, limit_items, run_benchmark
 from patarm.eval.judging import JudgingPlan, win_counts
 from patarm.eval.voting import should_stop
@@ -162,7 +162,9 @@ def test_cache_resumes_without_regenerating(tmp_path):
     judge_items("judgebench", jb_items(), drawer(first, cache=GenerationCache(path)), JudgingPlan(mode="pairwise"))
     assert first.calls == 6
     again = ScriptedJudge()
-    out = judge_items("judgebench", jb_items(), drawer(again, cache=GenerationCache(path)), JudgingPlan(mode="pairwise"))
+    out = judge_items(
+        "judgebench", jb_items(), drawer(again, cache=GenerationCache(path)), JudgingPlan(mode="pairwise")
+    )
     assert again.calls == 0 and out[0].record["decisions"] == ["A", "B"]
     assert len(GenerationCache(path)) == 6
 

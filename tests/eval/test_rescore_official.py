@@ -24,7 +24,9 @@ def _jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def test_judgebench_run_judge_output_with_its_decision_spelling(capsys):
-    run_cli("eval", "rescore", "--benchmark", "judgebench", "--samples", str(OFFICIAL / "judgebench_run_judge_output.jsonl"))
+    run_cli(
+        "eval", "rescore", "--benchmark", "judgebench", "--samples", str(OFFICIAL / "judgebench_run_judge_output.jsonl")
+    )
     # p1 right twice, p2 wrong twice, p3 tie + right (A>B in the swapped order is B), p4 missing + right
     assert json.loads(capsys.readouterr().out) == {"overall": 75.0, "knowledge": 50.0, "math": 100.0, "coding": 100.0}
 
@@ -32,7 +34,9 @@ def test_judgebench_run_judge_output_with_its_decision_spelling(capsys):
 def test_judgebench_decisions_spelled_officially_in_a_record(tmp_path):
     ours = [{"pair_id": "a", "source": "livecodebench", "label": "A>B", "decisions": ["A", ["B", "tie"]]}]
     theirs = [{"pair_id": "a", "source": "livecodebench", "label": "A>B", "decisions": ["A>B", ["B>A", "A=B"]]}]
-    assert rescore("judgebench", _jsonl(tmp_path / "t.jsonl", theirs)) == rescore("judgebench", _jsonl(tmp_path / "o.jsonl", ours))
+    assert rescore("judgebench", _jsonl(tmp_path / "t.jsonl", theirs)) == rescore(
+        "judgebench", _jsonl(tmp_path / "o.jsonl", ours)
+    )
 
 
 def test_judgebench_unknown_spelling_is_named(tmp_path, capsys):
@@ -54,7 +58,9 @@ def test_rewardbench_run_rm_scores_file(tmp_path):
 
 
 def test_rewardbench_generative_results_count_a_tie_half():
-    assert rescore("rewardbench", OFFICIAL / "rewardbench_run_generative_scores.json")["subsets"] == {"alpacaeval-easy": 50.0}
+    assert rescore("rewardbench", OFFICIAL / "rewardbench_run_generative_scores.json")["subsets"] == {
+        "alpacaeval-easy": 50.0
+    }
     assert rescore("rewardbench", OFFICIAL / "rewardbench_run_generative_scores.json",
                    tie_policy="strict")["subsets"] == {"alpacaeval-easy": pytest.approx(100 / 3)}
 

@@ -78,8 +78,8 @@ def test_converted_folder_generates_what_the_gguf_generates(converted):
 
 def test_provenance_pad_and_cache_hit(converted, monkeypatch):
     from patarm.io import sha256_file
-    from patarm.models import load_causal_lm, resolve_model
     from patarm.models import gguf as gguf_mod
+    from patarm.models import load_causal_lm, resolve_model
     from patarm.models.gguf import read_provenance
 
     source, folder = converted

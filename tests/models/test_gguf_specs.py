@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from patarm.models import resolve_model
-from patarm.models import gguf as gguf_mod
-from patarm.models import gguf_cache
 from helpers import run_cli
+from patarm.models import gguf as gguf_mod
+from patarm.models import gguf_cache, resolve_model
 from patarm.models.gguf import (
     MissingExtraError,
     _publish,

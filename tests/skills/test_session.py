@@ -62,7 +62,9 @@ def test_static_routing_selects_by_domain_and_is_smaller_than_the_bank():
 
 
 def test_parse_evidence_lines():
-    text = "- Correctness :: fail :: final answer 26 vs 18\nnot an item\nconstraint:no-comma :: PASS\nstyle :: 7.5 :: ok"
+    text = (
+        "- Correctness :: fail :: final answer 26 vs 18\nnot an item\nconstraint:no-comma :: PASS\nstyle :: 7.5 :: ok"
+    )
     items = parse_evidence(text)
     assert [(i.criterion, i.assessment) for i in items] == [("Correctness", "fail"), ("constraint:no-comma", "pass"),
                                                            ("style", 7.5)]

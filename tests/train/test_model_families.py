@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from helpers import DEMO_PAIRS, run_cli, smollm2_missing
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -122,7 +123,9 @@ def test_thinking_switch_reaches_the_chat_template(tiny_folder, tmp_path):
     tok = load_tokenizer(str(tiny_folder))
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<score>7</score>"}]
     for fmt in ("messages", "prompt-completion"):
-        assert to_training_rows([{"messages": messages}], fmt, False)[0]["chat_template_kwargs"] == {"enable_thinking": False}
+        assert to_training_rows([{"messages": messages}], fmt, False)[0]["chat_template_kwargs"] == {
+            "enable_thinking": False
+        }
     off = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True, enable_thinking=False)
     on = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True, enable_thinking=True)
     assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and on.endswith("<|im_start|>assistant\n")
@@ -162,7 +165,10 @@ def test_precision_sentence_says_what_was_chosen_and_why():
     from patarm.train.common import precision_sentence
 
     why = "the CPU has avx512_bf16"
-    assert precision_sentence(True, True, why) == "CPU training in bf16 autocast, the default here: the CPU has avx512_bf16"
+    assert (
+        precision_sentence(True, True, why)
+        == "CPU training in bf16 autocast, the default here: the CPU has avx512_bf16"
+    )
     assert precision_sentence(False, True, why) == ("CPU training in fp32, as set by bf16=false (the default here is "
                                                     "bf16 autocast: the CPU has avx512_bf16)")
     assert precision_sentence(False, False, "no flags").startswith("CPU training in fp32, the default here: no flags")

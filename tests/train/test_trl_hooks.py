@@ -65,9 +65,9 @@ def test_grpo_config_still_has_the_fields_the_sampler_reads():
 
 def test_the_trl_in_use_is_within_the_tested_bound():
     """pyproject caps trl at the newest version these hooks were checked against."""
-    import tomllib
     from pathlib import Path
 
+    import tomllib
     import trl
     from packaging.requirements import Requirement
 

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from patarm.demo.downstream.config import DownstreamArguments
-from patarm.demo.kit import Clock, stage_args, train_stage, trained
 from patarm.demo.downstream.eval import EvalSettings, Evaluator, brief, measure
 from patarm.demo.downstream.rewards import Monitored, RuleReward, ScalarReward, served_judge
+from patarm.demo.kit import Clock, stage_args, train_stage, trained
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
-
 
 
 def run(args: DownstreamArguments) -> dict[str, Any]:

@@ -13,8 +13,15 @@ from typing import Any
 from patarm.demo.kit import smooth
 
 # Measures in the table: (key, column title); accuracies are fractions, rewards are the models' own scales.
-COLUMNS = (("words", "words / answer"), ("verified", "verified acc."), ("ifeval_strict", "IFEval strict"), ("ifeval_loose", "IFEval loose"),
-           ("drfr", "InFoBench DRFR"), ("judge", "judge score (1–10)"), ("bt", "BT score"))
+COLUMNS = (
+    ("words", "words / answer"),
+    ("verified", "verified acc."),
+    ("ifeval_strict", "IFEval strict"),
+    ("ifeval_loose", "IFEval loose"),
+    ("drfr", "InFoBench DRFR"),
+    ("judge", "judge score (1–10)"),
+    ("bt", "BT score"),
+)
 NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (SFT policy)",
          "grpo-judge": "GRPO, reward = PaTaRM judge (served)", "grpo-bt": "GRPO, reward = BT reward model",
          "grpo-rule": "GRPO, reward = rule verifier (upper bound)"}
@@ -81,8 +88,13 @@ def verdict(curve: dict[str, list], start: dict, final: dict, frac: float = 0.2,
         text = "reward and held-out verified accuracy rose together"
     else:
         text = f"the reward did not rise; held-out verified accuracy: {change}"
-    return out | {"heldout_delta": delta, "two_se": 2 * se, "heldout_change": change, "hacked": rose and change != "rose",
-                  "verdict": text}
+    return out | {
+        "heldout_delta": delta,
+        "two_se": 2 * se,
+        "heldout_change": change,
+        "hacked": rose and change != "rose",
+        "verdict": text,
+    }
 
 
 def training_table(report: dict) -> str:

@@ -25,7 +25,14 @@ from patarm.demo.gsm8k import data as gsm8k_data
 from patarm.demo.gsm8k import evaluate
 from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores
 from patarm.demo.gsm8k.stages import (
-    bt_stage, forget_eval, judge_folder, prep_sft_corpus, rl_stage, stage_args, train_stage, trained,
+    bt_stage,
+    forget_eval,
+    judge_folder,
+    prep_sft_corpus,
+    rl_stage,
+    stage_args,
+    train_stage,
+    trained,
 )
 from patarm.demo.kit import Clock, grpo_curve
 from patarm.io import read_json, write_json

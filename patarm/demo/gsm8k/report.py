@@ -22,7 +22,10 @@ def _row(name: str, arm: str, m: dict, valid: bool = True) -> str:
 
 def results_table(report: dict) -> str:
     """Markdown: every stage × arm, the BT baseline per arm, then the pool's baselines."""
-    lines = ["| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| judge | arm | pair accuracy | format-valid | best-of-4 % | top score tied |",
+        "|---|---|---|---|---|---|",
+    ]
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if stage in res["stages"]:
@@ -39,8 +42,10 @@ def results_table(report: dict) -> str:
 
 
 def prep_table(report: dict) -> str:
-    lines = ["| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, res in report["arms"].items():
         rl, curve = res["prep"]["rl"], res.get("grpo_curve") or []
         k = max(1, len(curve) // 5)
@@ -68,7 +73,12 @@ def plot(report: dict, path: Path) -> None:
         for a, arm in enumerate(arms):
             res = report["arms"][arm]
             values = [(res["stages"].get(j) or res.get(j) or {}).get(key, float("nan")) for j in judges]
-            ax.bar([x + a * width for x in range(len(judges))], values, width, label=f"reference {'mounted' if arm == 'reference' else 'not disclosed'}")
+            ax.bar(
+                [x + a * width for x in range(len(judges))],
+                values,
+                width,
+                label=f"reference {'mounted' if arm == 'reference' else 'not disclosed'}",
+            )
         ax.set_xticks([x + width * (len(arms) - 1) / 2 for x in range(len(judges))], labels)
         ax.set_title(title)
         if key == "best_of_n":
