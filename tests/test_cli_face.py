@@ -73,6 +73,8 @@ def files(tmp_path):
     (["sft", "--model_name_or_path", "tiny", "--train_files", "{t}/empty.jsonl"], "hold no rows"),
     (["grpo", "--model_name_or_path", "tiny", "--run_dir", "{t}/run", "--per_device_train_batch_size", "16"],
      "GRPO's RL set {t}/run/prep/rl/pairs.jsonl does not exist; write it with `patarm prep run --config"),
+    (["grpo", "--run_dir", "{t}/run", "--train_file", str(DEMO_PAIRS), "--per_device_train_batch_size", "16"],
+     "GRPO's starting judge {t}/run/sft does not exist; write it with `patarm sft --config"),
     (["prep", "run", "--config", "{t}/nosteps.yaml"], "no steps"),
     (["prep", "normalise"], "did you mean 'normalize'?"),
     (["prep", "dedup", "--input", "{t}/empty.jsonl", "--output", "{t}/o"], "holds no pairs"),

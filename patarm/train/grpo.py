@@ -170,11 +170,23 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     return pairs_to_judge_rows(loaded.pairs, template, build=build), loaded.manifest.to_dict()
 
 
+def _require_start(model: str, run_dir: str) -> None:
+    """GRPO starts from the SFT judge (by default `{run_dir}/sft`): a missing folder names the stage that writes it."""
+    from pathlib import Path
+
+    from patarm.models import looks_like_path, parse_tiny_spec
+
+    if parse_tiny_spec(model) is None and looks_like_path(model) and not Path(model).exists():
+        raise FileNotFoundError(f"GRPO's starting judge {model} does not exist; write it with `patarm sft --config "
+                                f"configs/sft/<recipe>.yaml --run_dir {run_dir}`, or pass --model_name_or_path")
+
+
 def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
     setup_logging(args)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
     rows, manifest = judge_rows(data)
+    _require_start(model_args.model_name_or_path, data.run_dir)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
     data.enable_thinking = thinking_switch(data.enable_thinking, model_args.model_name_or_path)
