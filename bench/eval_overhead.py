@@ -25,10 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from patarm.eval import judgebench, registry  # noqa: E402
 from patarm.backends import CachedBackend, GenerationCache  # noqa: E402
+from patarm.eval import judgebench, registry  # noqa: E402
 from patarm.eval.harness import judge_items  # noqa: E402
-from patarm.eval.judging import JudgeOptions  # noqa: E402
+from patarm.eval.judging import JudgingPlan  # noqa: E402
 from patarm.judge import load_template, render_pairwise, render_pointwise  # noqa: E402
 
 WORDS = ("the answer explains each step clearly and checks the result against the question while a wrong "
@@ -56,7 +56,7 @@ def time_harness(backend, items, batch_size: int) -> tuple[float, float]:
     """(CPU, wall) seconds for the harness to judge and score `items` pointwise (fresh in-memory cache)."""
     start = _clock()
     judged = judge_items("rmbench", items, CachedBackend(backend, None, progress=False),
-                         JudgeOptions(template="pointwise-compact"))
+                         JudgingPlan(template="pointwise-compact"))
     registry.get("rmbench").score([j.record for j in judged])
     return _since(start)
 
@@ -157,7 +157,9 @@ def record_judgments(items: list[dict], n: int, path: Path, seed: int = 0) -> Ge
         for k in range(n):
             for messages, first_better in ((ab, a_better), (ba, not a_better)):
                 d = _decision(rng, p, first_better, bias=0.05)
-                rows.append((keyer._key(messages, k, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>"))
+                rows.append(
+                    (keyer._key(messages, k, k), f"<rubric>1. c</rubric>\n<eval>e</eval>\n<decision>{d}</decision>")
+                )
     cache.put_many(rows)
     return cache
 
@@ -165,7 +167,7 @@ def record_judgments(items: list[dict], n: int, path: Path, seed: int = 0) -> Ge
 def replay(items, cache, voting: str, n: int, confidence: float = 1.0) -> tuple[float, int]:
     """(JudgeBench overall accuracy, judge calls used) for one voting rule over the recorded judgments."""
     backend = CachedBackend(NoBackend(), cache, progress=False)
-    judged = judge_items("judgebench", items, backend, JudgeOptions(mode="pairwise", num_samples=n, voting=voting,
+    judged = judge_items("judgebench", items, backend, JudgingPlan(mode="pairwise", num_samples=n, voting=voting,
                                                                    confidence=confidence))
     return judgebench.score([j.record for j in judged])["overall"], backend.stats.used
 

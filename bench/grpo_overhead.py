@@ -25,10 +25,9 @@ from transformers import TrainerCallback  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from patarm.data import load_pairs  # noqa: E402
-from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
-from patarm.rewards import PairRewards  # noqa: E402
 from patarm.models.tiny import build_tiny_judge  # noqa: E402
-from patarm.train.grpo import PaTaRMGRPOTrainer  # noqa: E402
+from patarm.rewards import PairRewards  # noqa: E402
+from patarm.train.grpo import PaTaRMGRPOTrainer, pairs_to_judge_rows  # noqa: E402
 
 
 class StepTimer(TrainerCallback):
@@ -59,8 +58,14 @@ def run(kind: str, model_dir: str, dataset: Dataset, steps: int, G: int, length:
     )
     timer = StepTimer()
     if kind == "patarm":
-        trainer = PaTaRMGRPOTrainer(model=model, args=args, reward_funcs=PairRewards("pointwise-compact").reward_funcs(),
-                                    train_dataset=dataset, processing_class=tok, callbacks=[timer])
+        trainer = PaTaRMGRPOTrainer(
+            model=model,
+            args=args,
+            reward_funcs=PairRewards("pointwise-compact").reward_funcs(),
+            train_dataset=dataset,
+            processing_class=tok,
+            callbacks=[timer],
+        )
     else:
         trainer = GRPOTrainer(model=model, args=args, reward_funcs=trivial_reward, train_dataset=dataset,
                               processing_class=tok, callbacks=[timer])

@@ -55,8 +55,12 @@ def corpus(ns, tokenizer) -> tuple[list[dict], list[dict]]:
 
 def flipped(judgment: str) -> str:
     if "correct :: pass" in judgment:
-        return judgment.replace("correct :: pass", "correct :: fail").replace(f"<score>{PASS_SCORE}<", f"<score>{FAIL_SCORE}<")
-    return judgment.replace("correct :: fail", "correct :: pass").replace(f"<score>{FAIL_SCORE}<", f"<score>{PASS_SCORE}<")
+        return judgment.replace("correct :: pass", "correct :: fail").replace(
+            f"<score>{PASS_SCORE}<", f"<score>{FAIL_SCORE}<"
+        )
+    return judgment.replace("correct :: fail", "correct :: pass").replace(
+        f"<score>{FAIL_SCORE}<", f"<score>{PASS_SCORE}<"
+    )
 
 
 @torch.no_grad()
@@ -89,7 +93,14 @@ class Checkpoints(TrainerCallback):
     """Training seconds (evaluation excluded) and the held-out measures every `every` steps."""
 
     def __init__(self, tokenizer, held_out, every):
-        self.tok, self.held_out, self.every, self.train_s, self.points, self._t = tokenizer, held_out, every, 0.0, [], 0.0
+        self.tok, self.held_out, self.every, self.train_s, self.points, self._t = (
+            tokenizer,
+            held_out,
+            every,
+            0.0,
+            [],
+            0.0,
+        )
 
     def on_step_begin(self, args, state, control, **kw):
         self._t = time.perf_counter()

@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from patarm.demo.gsm8k import data  # noqa: E402
 from patarm.demo.gsm8k.consistency import summarize as consistency  # noqa: E402
 from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores  # noqa: E402
-from patarm.demo.gsm8k.teacher import PASS_SCORE, FAIL_SCORE, GradedTeacher, judgment_text, verify  # noqa: E402
+from patarm.demo.gsm8k.teacher import FAIL_SCORE, PASS_SCORE, GradedTeacher, judgment_text, verify  # noqa: E402
 
 
 def judge_all(problems, teacher: str, disclose: bool) -> tuple[list[dict], list[str]]:
@@ -72,9 +72,12 @@ def report(name: str, problems) -> None:
             s, d, c = summarize_scores(records), deltas(records), consistency(texts)
             n = sum(d.values())
             hidden = "not mounted (rule)" if teacher == "graded" else "not mounted (verdict from the hidden reference)"
-            print(f"| {teacher} | {'mounted' if disclose else hidden} | {s['best_of_n']:.2f} | "
-                  f"{s['pair_accuracy']:.3f} | {s['top_tied_mixed']:.3f} | {sum(v for k, v in d.items() if k > 2) / n:.3f} "
-                  f"| {c['consistent']}/{c['judgments']} |")
+            print(
+                f"| {teacher} | {'mounted' if disclose else hidden} | {s['best_of_n']:.2f} | "
+                f"{s['pair_accuracy']:.3f} | {s['top_tied_mixed']:.3f} | "
+                f"{sum(v for k, v in d.items() if k > 2) / n:.3f} "
+                f"| {c['consistent']}/{c['judgments']} |"
+            )
             hist = {lab: Counter(sc for r in records for sc, ok in zip(r["scores"], r["correct"]) if ok == lab)
                     for lab in (True, False)}
             detail.append(f"- {teacher}, reference {'mounted' if disclose else 'not mounted'}: scores of correct "

@@ -55,7 +55,13 @@ PROMPT_TOKENS, JUDGMENT_TOKENS, G = 320, 48, 8
 now = time.perf_counter  # `--clock cpu`: this process's CPU seconds, for a rough reading on a busy machine
 # The baselines are the settings before this bench; "fast" is the project's default now. Each switch is then flipped
 # alone from the fast mode: the kept ones off, the ones that did not pay (padding-free, length-grouped batches) on.
-SFT_BASELINE = {"compact_head": False, "padding_free": False, "group_by_length": False, "fused_adamw": True, "bf16": True}
+SFT_BASELINE = {
+    "compact_head": False,
+    "padding_free": False,
+    "group_by_length": False,
+    "fused_adamw": True,
+    "bf16": True,
+}
 SFT_FAST = {**SFT_BASELINE, "compact_head": True}
 GRPO_BASELINE = {"compact_head": False, "shared_prefix_loss": False, "shared_prefix_rollouts": False,
                  "rollout_cast_once": False, "fused_adamw": True, "bf16": True}
@@ -333,8 +339,11 @@ def main() -> None:
     torch.set_num_threads(ns.threads)
     global now
     now = time.process_time if ns.clock == "cpu" else time.perf_counter
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
-          f"{ns.threads}, torch {torch.__version__}; clock {ns.clock}; load average {os.getloadavg()[0]:.2f}", flush=True)
+    print(
+        f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
+        f"{ns.threads}, torch {torch.__version__}; clock {ns.clock}; load average {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     model, tok = load_causal_lm("smollm2")
     params = sum(p.numel() for p in model.parameters())
     rows, pairs, render = recipe_rows(ns, tok)

@@ -24,8 +24,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from patarm.prep.normalize import NormalizeConfig, normalize  # noqa: E402
 from patarm.backends import make_backend  # noqa: E402
+from patarm.prep.normalize import NormalizeConfig, normalize  # noqa: E402
 
 
 def synthetic_rows(n: int):
@@ -35,8 +35,11 @@ def synthetic_rows(n: int):
         if i % 3 == 0:
             yield {"prompt": question, "chosen": good, "rejected": bad, "source": "bench"}
         elif i % 3 == 1:
-            yield {"prompt": [{"role": "user", "content": question}], "chosen": [{"role": "assistant", "content": good}],
-                   "rejected": [{"role": "assistant", "content": bad}]}
+            yield {
+                "prompt": [{"role": "user", "content": question}],
+                "chosen": [{"role": "assistant", "content": good}],
+                "rejected": [{"role": "assistant", "content": bad}],
+            }
         else:
             yield {"conversations": [{"from": "human", "value": question}], "chosen": {"from": "gpt", "value": good},
                    "rejected": {"from": "gpt", "value": bad}}

@@ -84,8 +84,14 @@ def sft(rows: list[dict], bf16: bool, ns) -> dict:
     logs = [h for h in trainer.state.log_history if "loss" in h]
     tokens = [h["num_tokens"] for h in logs]
     timed = sum(timer.times[WARMUP:])
-    return {"model": trainer.model, "tokenizer": tok, "format": fmt, "losses": [h["loss"] for h in logs],
-            "step_s": statistics.median(timer.times[WARMUP:]), "tokens_per_s": (tokens[-1] - tokens[WARMUP - 1]) / timed}
+    return {
+        "model": trainer.model,
+        "tokenizer": tok,
+        "format": fmt,
+        "losses": [h["loss"] for h in logs],
+        "step_s": statistics.median(timer.times[WARMUP:]),
+        "tokens_per_s": (tokens[-1] - tokens[WARMUP - 1]) / timed,
+    }
 
 
 def grpo(model_dir: str, bf16: bool, ns) -> dict:

@@ -8,7 +8,8 @@ the real CLI (`python -m patarm serve`) in its own process and sends the same it
 `--clients` concurrent loopback clients, `--items-per-request` items per request. The two sides
 alternate in rounds so machine noise hits both; the ratio is the median of the rounds' ratios.
 Without `--model` a random judge of the quickstart's size is built, with end-of-sequence suppressed
-so every judgment has exactly `--max-new-tokens` tokens on both sides. The last lines are `serve_vs_inprocess_ratio=` (target >= 0.9)
+so every judgment has exactly `--max-new-tokens` tokens on both sides. The last lines are
+`serve_vs_inprocess_ratio=` (target >= 0.9)
 and `p99_ms=` (request latency through the server).
 """
 
@@ -31,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 
 from patarm.data import load_pairs  # noqa: E402
-from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
 from patarm.serve.scorer import DEMO_PAIRS, ScoreItem, load_scorer  # noqa: E402
+from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
 
 TEMPLATE = "pointwise-compact"
 

@@ -25,8 +25,9 @@ import os
 import sys
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -63,6 +64,20 @@ def nearest(name: str, valid: Sequence[str]) -> str:
     """' (did you mean X?)' for the closest valid name, or ''."""
     match = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.6)
     return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def import_object(spec: str, what: str, hint: str = "") -> Any:
+    """The object a dotted path names: 'package.module:name' or 'package.module.name' (the one rule for margin
+    functions, prompt builders and backend kinds). `what` names the setting in the error, `hint` ends it."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":") if ":" in spec else spec.rpartition(".")
+    try:
+        if not module_name or not attr:
+            raise ValueError("it has no module part")
+        return getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError, ValueError) as err:
+        raise ValueError(f"{what} {spec!r} is not an importable 'package.module:name' ({err}){hint}") from None
 
 
 def unknown_keys_error(source: str, unknown: Sequence[str], valid: Sequence[str]) -> ConfigError:
@@ -161,7 +176,9 @@ class StageParser(argparse.ArgumentParser):
             bad = rest[0]
             flag = bad.split("=", 1)[0]
             options = [o for a in self._actions for o in a.option_strings if o.startswith("--")]
-            raise ConfigError(f"unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` for the options.")
+            raise ConfigError(
+                f"unknown option {bad!r}{nearest(flag, options)}. Run `{self.prog} --help` for the options."
+            )
         given: set[str] = set()
         for path in ns.config:
             given |= self._apply_config(path)

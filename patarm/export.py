@@ -70,7 +70,15 @@ def model_card(config: dict[str, Any], eval_results: dict[str, Any] | None) -> s
         lines += ["```json", json.dumps(eval_results, indent=2, sort_keys=True), "```"]
     else:
         lines.append("No evaluation results were recorded for this checkpoint.")
-    lines += ["", "## Training configuration", "", "```json", json.dumps(config, indent=2, sort_keys=True, default=str), "```", ""]
+    lines += [
+        "",
+        "## Training configuration",
+        "",
+        "```json",
+        json.dumps(config, indent=2, sort_keys=True, default=str),
+        "```",
+        "",
+    ]
     return "\n".join(lines)
 
 

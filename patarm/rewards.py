@@ -14,13 +14,14 @@ response (scores s_j^r), with s̄ the mean over a side's *valid* scores:
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
-from patarm.judge import Judgment, JudgeTemplate, load_template, parse_judgment
+from patarm.config import import_object
+from patarm.judge import JudgeTemplate, Judgment, load_template, mean_score, parse_judgment
 
 MarginFn = Callable[[float], float]
 Score = float | None
@@ -53,19 +54,8 @@ def get_margin_fn(spec: str | dict | MarginFn = "graded") -> MarginFn:
     if spec in MARGIN_FUNCTIONS:
         base = MARGIN_FUNCTIONS[spec]
         return (lambda d: base(d, **params)) if params else base
-    module_name, _, attr = spec.replace(":", ".").rpartition(".")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(
-            f"margin function {spec!r} is neither 'graded', 'constant' nor an importable "
-            f"'module.function' path ({err})"
-        ) from err
+    fn = import_object(spec, "margin function", f"; or one of {sorted(MARGIN_FUNCTIONS)}")
     return (lambda d: fn(d, **params)) if params else fn
-
-
-def _mean(values: Sequence[float]) -> float:
-    return sum(values) / len(values)
 
 
 def par_rewards(chosen_scores: Sequence[Score], rejected_scores: Sequence[Score],
@@ -76,11 +66,9 @@ def par_rewards(chosen_scores: Sequence[Score], rejected_scores: Sequence[Score]
     carries no preference signal and every rollout earns 0.
     """
     f = get_margin_fn(margin)
-    valid_c = [s for s in chosen_scores if s is not None]
-    valid_r = [s for s in rejected_scores if s is not None]
-    if not valid_c or not valid_r:
+    mean_c, mean_r = mean_score(chosen_scores), mean_score(rejected_scores)
+    if mean_c is None or mean_r is None:
         return [0.0] * len(chosen_scores), [0.0] * len(rejected_scores)
-    mean_c, mean_r = _mean(valid_c), _mean(valid_r)
     chosen = [float(f(s - mean_r)) if s is not None and s > mean_r else 0.0 for s in chosen_scores]
     rejected = [float(f(mean_c - s)) if s is not None and s < mean_c else 0.0 for s in rejected_scores]
     return chosen, rejected
@@ -105,7 +93,9 @@ REWARD_KINDS = ("par", "label")
 
 def format_penalty(text_or_judgment: str | Judgment, template: JudgeTemplate | str | None = None) -> float:
     """−1.0 if the score is invalid; otherwise −0.5 if the tags are wrong; otherwise 0 (paper §3.1)."""
-    judgment = text_or_judgment if isinstance(text_or_judgment, Judgment) else parse_judgment(text_or_judgment, template)
+    judgment = (
+        text_or_judgment if isinstance(text_or_judgment, Judgment) else parse_judgment(text_or_judgment, template)
+    )
     if judgment.score is None:
         return -1.0
     return -0.5 if not judgment.tags_ok else 0.0
@@ -168,7 +158,12 @@ class PairRewards:
         rank = int(os.environ.get("RANK", "0"))
         os.makedirs(self.audit_dir, exist_ok=True)
         with open(os.path.join(self.audit_dir, f"rank-{rank}.jsonl"), "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"rank": rank, "rollouts": n, "pairs": {str(k): [len(c), len(r)] for k, (c, r) in groups.items()}}) + "\n")
+            fh.write(
+                json.dumps(
+                    {"rank": rank, "rollouts": n, "pairs": {str(k): [len(c), len(r)] for k, (c, r) in groups.items()}}
+                )
+                + "\n"
+            )
 
     def judgments(self, completions: list[Any]) -> list[Judgment]:
         if self._last is None or self._last[0] is not completions:
@@ -190,14 +185,15 @@ class PairRewards:
             for i, value in zip(c_idx + r_idx, c_rew + r_rew):
                 rewards[i] = value
             satisfied += sum(v > 0 for v in c_rew + r_rew)
-            if any(s is not None for s in c_scores) and any(s is not None for s in r_scores):
-                margins.append(_mean([s for s in c_scores if s is not None]) - _mean([s for s in r_scores if s is not None]))
+            mean_c, mean_r = mean_score(c_scores), mean_score(r_scores)
+            if mean_c is not None and mean_r is not None:
+                margins.append(mean_c - mean_r)
         self.recent_scores.extend(j.score for j in judgments if j.score is not None)
         log_metric = kwargs.get("log_metric")
         if log_metric is not None:
             log_metric("par/pair_accuracy", satisfied / max(len(completions), 1))
             if margins:  # no pair with valid scores on both sides → no margin to report this call
-                log_metric("par/margin", _mean(margins))
+                log_metric("par/margin", sum(margins) / len(margins))
             log_metric("format/invalid_score_rate", sum(j.score is None for j in judgments) / max(len(judgments), 1))
             log_metric("format/bad_tags_rate", sum(not j.tags_ok for j in judgments) / max(len(judgments), 1))
         log_extra = kwargs.get("log_extra")

@@ -14,15 +14,16 @@ that is a multiple of 2·G holds whole pairs only. `check_pair_batching` enforce
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+import math
+from collections.abc import Iterator, Sequence
 
 import torch
 from torch.utils.data import Sampler
 
 
-def check_pair_batching(per_device_train_batch_size: int, steps_per_generation: int, num_generations: int,
-                        num_processes: int = 1) -> None:
-    """Raise a clear error unless every process's generation batch holds whole pairs."""
+def check_pair_batching(per_device_train_batch_size: int, steps_per_generation: int, num_generations: int) -> None:
+    """Raise a clear error unless every process's generation batch holds whole pairs (the same rule for any
+    number of processes: each process is handed a contiguous block of this size)."""
     local = per_device_train_batch_size * steps_per_generation
     if num_generations < 1:
         raise ValueError(f"num_generations must be >= 1, got {num_generations}")
@@ -33,16 +34,8 @@ def check_pair_batching(per_device_train_batch_size: int, steps_per_generation: 
             f"of 2 × num_generations = {2 * num_generations}: the two sides of a pair (each with "
             f"num_generations rollouts) would be split across reward calls or processes. Choose e.g. "
             f"per_device_train_batch_size = {2 * num_generations}, or steps_per_generation = "
-            f"{steps_per_generation * 2 * num_generations // _gcd(local, 2 * num_generations)}."
+            f"{steps_per_generation * 2 * num_generations // math.gcd(local, 2 * num_generations)}."
         )
-    if num_processes < 1:
-        raise ValueError(f"num_processes must be >= 1, got {num_processes}")
-
-
-def _gcd(a: int, b: int) -> int:
-    while b:
-        a, b = b, a % b
-    return a
 
 
 def pairs_from_columns(pair_ids: Sequence, sides: Sequence[str]) -> list[tuple[int, int]]:

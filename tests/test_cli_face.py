@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from helpers import DEMO_PAIRS, ROOT, run_cli
 
 
@@ -50,6 +51,11 @@ def files(tmp_path):
     (["eval", "--benchmark", "rmbench", "--model", "tiny", "--template", "pointwise-compat", "--data", "{t}/folder"],
      "did you mean 'pointwise-compact'?"),
     (["skill", "bon", "--pool", str(DEMO_PAIRS), "--limit", "-3"], "--limit must be > 0, got -3"),
+    # the judge options (patarm.models.settings.JudgeOptions) are checked by one rule in every command
+    (["judge", "--input", str(DEMO_PAIRS), "--max_new_tokens", "0"], "--max_new_tokens must be > 0, got 0"),
+    (["eval", "--benchmark", "rmbench", "--max_prompt_tokens", "-5"], "--max_prompt_tokens must be > 0, got -5"),
+    (["serve", "--temperature", "-1"], "--temperature must be >= 0, got -1.0"),
+    (["skill", "bon", "--pool", str(DEMO_PAIRS), "--max_new_tokens", "0"], "--max_new_tokens must be > 0, got 0"),
     (["skill", "bon", "--pool", "{t}/empty.jsonl"], "the pool is empty"),
     (["skill", "bon", "--pool", str(DEMO_PAIRS), "--skill", "reward-jugde"], "did you mean 'reward-judge'?"),
     (["skill", "validate", "reward-jugde"], "did you mean 'reward-judge'?"),
@@ -61,7 +67,14 @@ def files(tmp_path):
     (["sft", "--config", "{t}/list.yaml"], "must hold a YAML mapping"),
     (["sft", "--lerning_rate", "1"], "did you mean '--learning_rate'?"),
     (["grpo", "--num_generation", "4"], "did you mean '--num_generations'?"),
+    # refused by PaTaRMGRPOConfig before any model loads (the model folder does not exist)
+    (["grpo", "--model_name_or_path", "{t}/no/model", "--per_device_train_batch_size", "4", "--num_generations", "4"],
+     "not a multiple of 2 × num_generations = 8"),
     (["sft", "--model_name_or_path", "tiny", "--train_files", "{t}/empty.jsonl"], "hold no rows"),
+    (["grpo", "--model_name_or_path", "tiny", "--run_dir", "{t}/run", "--per_device_train_batch_size", "16"],
+     "GRPO's RL set {t}/run/prep/rl/pairs.jsonl does not exist; write it with `patarm prep run --config"),
+    (["grpo", "--run_dir", "{t}/run", "--train_file", str(DEMO_PAIRS), "--per_device_train_batch_size", "16"],
+     "GRPO's starting judge {t}/run/sft does not exist; write it with `patarm sft --config"),
     (["prep", "run", "--config", "{t}/nosteps.yaml"], "no steps"),
     (["prep", "normalise"], "did you mean 'normalize'?"),
     (["prep", "dedup", "--input", "{t}/empty.jsonl", "--output", "{t}/o"], "holds no pairs"),
@@ -71,7 +84,18 @@ def files(tmp_path):
 def test_bad_input_is_one_paragraph_and_exit_2(argv, says, files, capsys, monkeypatch):
     monkeypatch.chdir(files)
     message = _fails(capsys, *[a.replace("{t}", str(files)) for a in argv])
-    assert says in message, message
+    assert says.replace("{t}", str(files)) in message, message
+
+
+def test_under_a_launcher_only_the_main_process_prints_the_error(files, capsys, monkeypatch):
+    """`accelerate launch` starts one process per device; they fail alike, and only rank 0 says so."""
+    argv = ("sft", "--config", str(files / "missing.yaml"))
+    monkeypatch.setenv("RANK", "1")
+    with pytest.raises(SystemExit) as err:
+        run_cli(*argv)
+    assert err.value.code == 2 and capsys.readouterr().err == ""
+    monkeypatch.setenv("RANK", "0")
+    assert "does not exist" in _fails(capsys, *argv)
 
 
 def test_export_never_deletes_what_it_did_not_create(files, capsys):
@@ -119,7 +143,7 @@ def test_config_paths_are_read_next_to_the_config(tmp_path, monkeypatch):
 def test_judge_uses_the_template_and_length_the_judge_was_trained_with(tmp_path, capsys):
     """A judge exported from a pointwise-compact run is judged with pointwise-compact and its own judgment
     length unless flags say otherwise, and the run says where each value came from."""
-    from patarm.models.settings import resolve_judge_options
+    from patarm.models.settings import JudgeOptions, resolve_judge_options
     from patarm.models.tiny import build_tiny_judge
 
     judge = tmp_path / "judge"
@@ -129,11 +153,7 @@ def test_judge_uses_the_template_and_length_the_judge_was_trained_with(tmp_path,
         {"stage": "grpo", "data": {"judge_template": "pointwise-compact", "rubric_mode": "primary"},
          "training": {"max_completion_length": 48}}))
 
-    class Args:
-        model, template, rubric_mode, score_range, max_new_tokens, temperature, num_samples = (
-            str(judge), None, None, None, None, None, 3)
-
-    values, sources = resolve_judge_options(Args, "pointwise")
+    values, sources = resolve_judge_options(str(judge), JudgeOptions(), "pointwise", num_samples=3)
     assert (values["template"], values["rubric_mode"], values["max_new_tokens"]) == ("pointwise-compact", "primary", 48)
     assert sources["template"] == "the judge's training config" and values["temperature"] == 0.7  # n > 1 samples
     run_cli("judge", "--model", judge, "--input", DEMO_PAIRS, "--output", tmp_path / "j.jsonl", "--batch_size", "64")
@@ -223,3 +243,24 @@ def test_readme_commands_name_existing_configs():
     for ref in set(re.findall(r"--config (configs/[\w./-]+\.yaml)", text)) - {"configs/prep/X.yaml"}:
         assert (ROOT / ref).is_file(), ref
     assert Path(ROOT / "ARCHITECTURE.md").is_file()
+
+
+def test_judge_options_read_the_same_in_every_command():
+    """The judge options each command offers are JudgeOptions' fields: one default and one help text (serve says
+    more about its template and temperature)."""
+    import dataclasses
+
+    from patarm.cli.judge import JudgeArguments
+    from patarm.cli.serve import ServeArguments
+    from patarm.eval.runner import EvalArguments
+    from patarm.models.settings import JudgeOptions
+    from patarm.skills.bon import BonArguments
+
+    shared = {f.name: f for f in dataclasses.fields(JudgeOptions)}
+    seen = 0
+    for command in (JudgeArguments, EvalArguments, ServeArguments, BonArguments):
+        for f in dataclasses.fields(command):
+            if f.name in shared and not (command is ServeArguments and f.name in ("template", "temperature")):
+                assert (f.default, dict(f.metadata)) == (shared[f.name].default, dict(shared[f.name].metadata)), f
+                seen += 1
+    assert seen == 5 + 5 + 3 + 1

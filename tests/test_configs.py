@@ -115,11 +115,12 @@ def test_grpo_config_loads_and_keeps_pairs_whole(stage_types, path):
     assert data.margin in ("graded", "constant") or "." in data.margin
     if path.stem in PAPER_GPUS:
         gpus = PAPER_GPUS[path.stem]
-        check_pair_batching(args.per_device_train_batch_size, args.steps_per_generation, args.num_generations, gpus)
         assert args.num_generations == 8 and args.max_completion_length == 4096  # paper: response length 4096
         assert (data.margin, data.rubric_mode) == ("graded", "adaptive")
         assert args.use_vllm and args.vllm_mode == "colocate" and gpus % args.vllm_tensor_parallel_size == 0
-        assert data.max_prompt_length and args.vllm_max_model_length >= data.max_prompt_length + args.max_completion_length
+        assert (
+            data.max_prompt_length and args.vllm_max_model_length >= data.max_prompt_length + args.max_completion_length
+        )
         assert args.bf16 and args.gradient_checkpointing and args.num_train_epochs == 1
         assert args.gradient_accumulation_steps == args.steps_per_generation  # one optimizer step per generation
         assert set(args.report_to) >= {"wandb", "tensorboard"}
@@ -141,7 +142,7 @@ def test_ablation_merges_onto_the_8b_recipe(stage_types, path):
         if key not in overridden:  # everything not overridden is the recipe's
             assert _value(parsed, key) == _value(base, key)
     _, args, _ = parsed
-    check_pair_batching(args.per_device_train_batch_size, args.steps_per_generation, args.num_generations, 16)
+    check_pair_batching(args.per_device_train_batch_size, args.steps_per_generation, args.num_generations)
     assert args.output_dir != base[1].output_dir  # an arm never overwrites the recipe's run
 
 
@@ -207,7 +208,12 @@ def test_deepspeed_json_parses(path):
     config = json.loads(path.read_text())
     zero = config["zero_optimization"]
     assert zero["stage"] == int(path.stem.removeprefix("zero"))
-    for key in ("train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "gradient_clipping"):
+    for key in (
+        "train_batch_size",
+        "train_micro_batch_size_per_gpu",
+        "gradient_accumulation_steps",
+        "gradient_clipping",
+    ):
         assert config[key] == "auto", f"{path.name}: {key} should be 'auto' so the HF Trainer fills it"
     assert config["bf16"]["enabled"] == "auto"
     if zero["stage"] == 3:
@@ -230,3 +236,36 @@ def test_launch_script_is_valid_bash(path):
         for piece in ("srun", "accelerate launch", "--machine_rank \"$SLURM_NODEID\"", "scontrol show hostnames",
                       "--num_machines \"$NNODES\"", "SLURM_NNODES", "--main_process_ip"):
             assert piece in text, piece
+
+
+def test_unknown_stage_raises_naming_the_stages():
+    from patarm.train import stage_types
+
+    with pytest.raises(
+        ValueError, match=r"unknown training stage 'grp' \(did you mean 'grpo'\?\); stages: sft, grpo, bt"
+    ):
+        stage_types("grp")
+
+
+@pytest.mark.parametrize("spec", ["patarm.rewards:graded_margin", "patarm.rewards.graded_margin"])
+def test_import_object_takes_both_spellings(spec):
+    from patarm.config import import_object
+    from patarm.rewards import graded_margin
+
+    assert import_object(spec, "margin function") is graded_margin
+
+
+@pytest.mark.parametrize("spec", ["patarm.rewards:nope", "no_such_module.f", "nodots"])
+def test_import_object_names_the_setting_when_it_fails(spec):
+    from patarm.config import import_object
+
+    with pytest.raises(
+        ValueError, match=rf"prompt_builder '{spec}' is not an importable 'package.module:name' .*; try"
+    ):
+        import_object(spec, "prompt_builder", "; try again")
+
+
+def test_mean_score_skips_invalid_scores():
+    from patarm.judge import mean_score
+
+    assert mean_score([1, None, 4]) == 2.5 and mean_score([None, None]) is None and mean_score([]) is None

@@ -103,7 +103,8 @@ def test_parameter_count_scales_with_hidden_size(tokenizer):
 
     counts = {h: n_params(build_tiny_qwen3(tokenizer, hidden_size=h, num_heads=4, num_kv_heads=2)) for h in (32, 64)}
     assert counts[32] < counts[64]
-    # Exact count for tied embeddings: embedding + per layer (q, k, v, o, q/k norms, 3 MLP mats, 2 RMSNorms) + final norm
+    # Exact count for tied embeddings: embedding + per layer (q, k, v, o, q/k norms, 3 MLP mats, 2 RMSNorms)
+    # + final norm
     v, n_layers, heads, kv = len(tokenizer), 2, 4, 2
     for h, got in counts.items():
         hd, inter = h // heads, 3 * h
@@ -224,7 +225,13 @@ def test_save_load_round_trip(tmp_path, judge):
     from transformers import Qwen3ForCausalLM
 
     model, tok = build_tiny_judge(TEXTS, tmp_path / "judge", seed=3)
-    for name in ("config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"):
+    for name in (
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ):
         assert (tmp_path / "judge" / name).exists(), name
     model2, tok2 = load_judge(tmp_path / "judge")
     assert isinstance(model2, Qwen3ForCausalLM)

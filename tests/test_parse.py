@@ -3,7 +3,8 @@
 import re
 
 import pytest
-from hypothesis import example, given, settings, strategies as st
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from patarm.judge import load_template, parse_judgment
 from patarm.judge.parse import MAX_ERRORS

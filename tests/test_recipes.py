@@ -12,6 +12,7 @@ import venv
 from pathlib import Path
 
 import pytest
+
 from helpers import run_cli
 
 ROOT = Path(__file__).resolve().parents[1]

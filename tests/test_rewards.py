@@ -3,7 +3,13 @@
 import pytest
 
 from patarm.rewards import (
-    IncompletePairError, PairRewards, constant_margin, format_penalty, get_margin_fn, graded_margin, label_rewards,
+    IncompletePairError,
+    PairRewards,
+    constant_margin,
+    format_penalty,
+    get_margin_fn,
+    graded_margin,
+    label_rewards,
     par_rewards,
 )
 
@@ -67,7 +73,9 @@ def _call(rewards, completions, pair_id, side, **kw):
 
 
 def test_trl_reward_functions_group_pairs_and_log():
-    j = lambda s: [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+    def j(s):
+        return [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+
     completions = [j(8), j(9), j(2), j(4), j(3), "<eval>x</eval><score>6</score>", j(7), j(7)]
     pair_id = ["p", "p", "p", "p", "q", "q", "q", "q"]
     side = ["chosen", "chosen", "rejected", "rejected", "chosen", "chosen", "rejected", "rejected"]
@@ -109,12 +117,13 @@ def test_label_reward_hand_computed():
 
 
 def test_trl_reward_functions_with_the_label_reward():
-    j = lambda s: [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]
+    j = lambda s: [{"role": "assistant", "content": f"<rubric>a</rubric><eval>e</eval><score>{s}</score>"}]  # noqa: E731
     completions = [j(8), j(3), j(2), j(7)]
     r = PairRewards(kind="label")
     assert r.label_threshold == 5.5  # the middle of the template's 1-10 range
     assert _call(r, completions, ["p"] * 4, ["chosen", "chosen", "rejected", "rejected"]) == [1, -1, 1, -1]
-    assert PairRewards(kind="label", label_threshold=2.5).par(completions, ["p"] * 4,
-                                                                ["chosen", "chosen", "rejected", "rejected"]) == [1, 1, 1, -1]
+    assert PairRewards(kind="label", label_threshold=2.5).par(
+        completions, ["p"] * 4, ["chosen", "chosen", "rejected", "rejected"]
+    ) == [1, 1, 1, -1]
     with pytest.raises(ValueError, match="reward must be one of"):
         PairRewards(kind="pointwise")

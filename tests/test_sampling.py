@@ -22,7 +22,7 @@ def _dataset(n_pairs, shuffled_rows=True):
 @pytest.mark.parametrize("num_processes", [1, 2, 4, 8])
 @pytest.mark.parametrize("G, per_device, spg", [(2, 4, 1), (4, 8, 1), (4, 4, 2), (8, 16, 1), (3, 6, 2), (1, 2, 3)])
 def test_every_reward_call_holds_whole_pairs(num_processes, G, per_device, spg):
-    check_pair_batching(per_device, spg, G, num_processes)
+    check_pair_batching(per_device, spg, G)
     ids, sides = _dataset(40)
     generation_batch_size = per_device * spg * num_processes
     sampler = PairRepeatSampler(pairs_from_columns(ids, sides), mini_repeat_count=G,

@@ -11,15 +11,20 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from dataclasses import fields
 from typing import Any
 
 from patarm.backends.base import (
-    AssistantTurn, Backend, BackendError, GenerationOptions, ToolCall, parse_tool_calls,
+    AssistantTurn,
+    Backend,
+    BackendError,
+    GenerationOptions,
+    ToolCall,
+    parse_tool_calls,
 )
 from patarm.backends.cache import CachedBackend, GenerationCache, cache_key
+from patarm.config import import_object
 
 __all__ = ["AssistantTurn", "Backend", "BackendError", "CachedBackend", "GenerationCache", "GenerationOptions",
            "KINDS", "ToolCall", "cache_key", "make_backend", "parse_tool_calls"]
@@ -35,12 +40,7 @@ _OPTION_FIELDS = {f.name for f in fields(GenerationOptions)}
 
 
 def _import(target: str) -> Any:
-    module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as err:
-        raise ValueError(f"backend kind {target!r}: cannot import it ({err}); known kinds: {sorted(KINDS)}, "
-                         "or give 'package.module:Class'") from None
+    return import_object(target, "backend kind", f"; known kinds: {sorted(KINDS)}")
 
 
 def parse_spec(spec: str) -> dict[str, Any]:

@@ -19,9 +19,10 @@ import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from patarm.backends.base import Backend
 from patarm.data.schema import Messages
@@ -126,7 +127,7 @@ class GenerationCache:
             self._db.close()
 
 
-def open_cache(cache: "GenerationCache | str | os.PathLike | None") -> GenerationCache | None:
+def open_cache(cache: GenerationCache | str | os.PathLike | None) -> GenerationCache | None:
     """A GenerationCache from a path (or pass one through; None means no cache)."""
     if cache is None or isinstance(cache, GenerationCache):
         return cache

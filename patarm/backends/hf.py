@@ -3,7 +3,8 @@ padding) and tool-calling chat turns through the model's own chat template."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.backends.base import TOOL_CALL_RE, AssistantTurn, GenerationOptions, OnResult, parse_tool_calls
 from patarm.data.schema import Messages
@@ -21,7 +22,7 @@ class HFBackend:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token before judging")
 
     @classmethod
-    def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> "HFBackend":
+    def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> HFBackend:
         """Load a model spec (a folder, a hub id, or any spec `patarm.models` resolves)."""
         from patarm.models import load_causal_lm
 

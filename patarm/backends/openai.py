@@ -15,9 +15,10 @@ import os
 import random
 import ssl
 from collections import Counter
+from collections.abc import Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine, Sequence
+from typing import Any
 
 import certifi
 import httpx
@@ -213,8 +214,10 @@ class OpenAIBackend:
         for m in messages:  # the wire format wants arguments as JSON strings
             m = dict(m)
             if "tool_calls" in m:
-                m["tool_calls"] = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
-                                   for c in m["tool_calls"]]
+                m["tool_calls"] = [
+                    {**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+                    for c in m["tool_calls"]
+                ]
             wire.append(m)
         payload = {"model": self.model_id, "messages": wire, **self.params,
                    "tools": [{"type": "function", "function": t} for t in tools]}
@@ -230,9 +233,13 @@ class OpenAIBackend:
         for i, call_ in enumerate(message.get("tool_calls") or []):
             fn = call_.get("function", {})
             try:
-                calls.append(ToolCall(fn.get("name", ""), parse_arguments(fn.get("arguments")), call_.get("id", f"call_{i}")))
+                calls.append(
+                    ToolCall(fn.get("name", ""), parse_arguments(fn.get("arguments")), call_.get("id", f"call_{i}"))
+                )
             except (ValueError, TypeError) as err:
-                calls.append(ToolCall(fn.get("name", ""), {}, call_.get("id", f"call_{i}"), f"malformed arguments: {err}"))
+                calls.append(
+                    ToolCall(fn.get("name", ""), {}, call_.get("id", f"call_{i}"), f"malformed arguments: {err}")
+                )
         content = message.get("content") or ""
         if not calls and "<tool_call>" in content:  # some servers leave Hermes-style calls in the text
             calls = parse_tool_calls(content)

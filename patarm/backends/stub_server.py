@@ -15,9 +15,10 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterator
+from typing import Any
 
 # fault(key, attempt) -> one of: None (answer), "500", "503", "429", "hang", "malformed", "no_choices"
 FaultPlan = Callable[[str, int], "str | None"]

@@ -28,7 +28,10 @@ COMMANDS = {
     "convert": ("patarm.cli.convert", "convert a GGUF model file (e.g. the SmolLM2 package) to a Hugging Face folder"),
     "serve": ("patarm.cli.serve", "serve a judge over HTTP: /v1/judge, OpenRLHF /get_reward, chat completions"),
     "quickstart": ("patarm.cli.quickstart", "the main job on the bundled task, end to end on a CPU"),
-    "downstream": ("patarm.cli.downstream", "the downstream RLHF loop in miniature: a policy trained on the judge, BT and rule rewards"),
+    "downstream": (
+        "patarm.cli.downstream",
+        "the downstream RLHF loop in miniature: a policy trained on the judge, BT and rule rewards",
+    ),
 }
 # What a user can get wrong: reported as one paragraph, never as a traceback (unless --debug).
 EXPECTED = (ValueError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, KeyError,
@@ -79,6 +82,12 @@ def report_error(command: str, err: BaseException) -> None:
     print(f"patarm {command}: error: {message}", file=sys.stderr)
 
 
+def is_main_process() -> bool:
+    """Whether this process reports errors: rank 0 under `accelerate launch` / torchrun (every rank reads the same
+    config and data, so they fail alike and one paragraph is enough), or the only process."""
+    return os.environ.get("RANK", "0") in ("", "0")
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -107,5 +116,6 @@ def main(argv: list[str] | None = None) -> None:
     except EXPECTED as err:
         if debug:
             traceback.print_exc()
-        report_error(command, err)
+        if debug or is_main_process():
+            report_error(command, err)
         sys.exit(2)

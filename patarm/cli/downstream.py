@@ -7,9 +7,9 @@ from __future__ import annotations
 
 def main(command: str, argv: list[str]) -> None:
     from patarm.config import parse_stage
-    from patarm.demo import downstream
-    from patarm.demo.downstream_config import DownstreamArguments
+    from patarm.demo.downstream import loop
+    from patarm.demo.downstream.config import DownstreamArguments
 
-    (args,) = parse_stage((DownstreamArguments,), argv, prog="patarm downstream", description=downstream.__doc__)
-    report = downstream.run(args)
+    (args,) = parse_stage((DownstreamArguments,), argv, prog="patarm downstream", description=loop.__doc__)
+    report = loop.run(args)
     print(f"downstream finished in {report['seconds']:.0f} s; report: {report['paths']['report_md']}")

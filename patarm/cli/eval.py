@@ -24,7 +24,9 @@ def _rescore(argv: list[str]) -> None:
     p = argparse.ArgumentParser(prog="patarm eval rescore", description="Recompute metrics from a samples file; "
                                 "prints them as JSON on stdout.")
     p.add_argument("--benchmark", required=True, choices=sorted(registry.BENCHMARKS))
-    p.add_argument("--samples", required=True, help="samples.jsonl: one record per line")
+    p.add_argument("--samples", required=True,
+                   help="samples.jsonl as `patarm eval` writes it, or the benchmark's own output file (JudgeBench "
+                        "outputs/*.jsonl, RewardBench eval-set-scores/*.json, RM-Bench results/*.json)")
     p.add_argument("--tie_policy", "--tie-policy", choices=TIE_POLICIES, default=None,
                    help="a tie is wrong (strict) or half right (half); default: the benchmark's official rule")
     a = p.parse_args(argv)

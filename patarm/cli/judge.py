@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from patarm.config import RunArguments, check_positive
+from patarm.models.settings import JudgeOptions, judge_field
+
 
 @dataclass
 class JudgeArguments(RunArguments):
@@ -26,23 +28,24 @@ class JudgeArguments(RunArguments):
     input: str = field(default="", metadata={"path": "input", "help":
                        "pairs (any supported layout) or jsonl rows of {prompt, response}"})
     output: str = field(default="-", metadata={"help": "output jsonl (default: stdout)"})
-    mode: str = field(default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]})
+    mode: str = field(
+        default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]}
+    )
     num_samples: int = field(default=1, metadata={"help": "judgments per response (voting@n); sampled when > 1"})
-    template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
-    rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
+    template: str | None = judge_field("template")
+    rubric_mode: str | None = judge_field("rubric_mode")
     margin: str = field(default="graded", metadata={"help": "PAR margin function for the reported rewards"})
-    temperature: float | None = field(default=None, metadata={"help": "sampling temperature (default 0 for n=1, else 0.7)"})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length limit (default: the judge's own, else 512)"})
-    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
+    temperature: float | None = judge_field("temperature")
+    max_new_tokens: int | None = judge_field("max_new_tokens")
+    max_prompt_tokens: int | None = judge_field("max_prompt_tokens")
     batch_size: int = field(default=16, metadata={"help": "prompts per generation batch"})
     on_error: str = field(default="raise", metadata={"help": "malformed input rows: raise | skip (counted)",
                                                      "choices": ["raise", "skip"]})
     seed: int = field(default=0, metadata={"help": "sampling seed"})
 
     def __post_init__(self) -> None:
-        check_positive(self, "num_samples", "max_new_tokens", "max_prompt_tokens", "batch_size")
-        if self.temperature is not None and self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        check_positive(self, "num_samples", "batch_size")
+        JudgeOptions.of(self)
 
 
 def _is_single(row: Any) -> bool:
@@ -82,7 +85,7 @@ def main(command: str, argv: list[str]) -> None:
         raise ValueError("patarm judge: give --input (a pairs file, or jsonl rows of {prompt, response})")
     if not Path(args.input).exists():
         raise FileNotFoundError(f"--input {args.input} does not exist")
-    values, _ = resolve_judge_options(args, args.mode)
+    values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), args.mode, args.num_samples)
     options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
                                 batch_size=args.batch_size, enable_thinking=values["enable_thinking"],
                                 max_prompt_tokens=values["max_prompt_tokens"])

@@ -69,7 +69,7 @@ def _run_step(step: str, argv: list[str]) -> list[dict]:
                            primary=(cls, StepOutput))
     if not out.output:
         raise ValueError(f"patarm prep {step}: give --output DIR")
-    if "input" in {f.name for f in fields(cls)} and not getattr(cfg, "input"):
+    if "input" in {f.name for f in fields(cls)} and not cfg.input:
         raise ValueError(f"patarm prep {step}: give --input (a pairs file, a hub id, or a previous step's folder)")
     teacher = None
     if out.teacher:

@@ -17,30 +17,42 @@ import os
 from dataclasses import dataclass, field
 
 from patarm.config import RunArguments
+from patarm.models.settings import JudgeOptions, judge_field
 
 
 @dataclass
 class ServeArguments(RunArguments):
     """Serve a judge over HTTP."""
 
-    model: str = field(default="{run_dir}/export", metadata={"path": "input", "help":
-                       "a saved judge folder, a model spec (hub id, gguf:FILE, smollm2) or `tiny` (random, smoke tests)"})
-    backend: str = field(default="hf", metadata={"help": "transformers (CPU/GPU) or vLLM (GPU)", "choices": ["hf", "vllm"]})
+    model: str = field(
+        default="{run_dir}/export",
+        metadata={
+            "path": "input",
+            "help": "a saved judge folder, a model spec (hub id, gguf:FILE, smollm2) or `tiny` (random, smoke tests)",
+        },
+    )
+    backend: str = field(
+        default="hf", metadata={"help": "transformers (CPU/GPU) or vLLM (GPU)", "choices": ["hf", "vllm"]}
+    )
     host: str = field(default="127.0.0.1", metadata={"help": "interface to listen on (default: loopback only)"})
     port: int = field(default=8000, metadata={"help": "TCP port; 0 picks a free one (logged)"})
-    token_env: str | None = field(default=None, metadata={"help": "require the bearer token held in this environment variable"})
-    token_file: str | None = field(default=None, metadata={"help": "require the bearer token held in this file (first line)"})
+    token_env: str | None = field(
+        default=None, metadata={"help": "require the bearer token held in this environment variable"}
+    )
+    token_file: str | None = field(
+        default=None, metadata={"help": "require the bearer token held in this file (first line)"}
+    )
     max_batch: int = field(default=32, metadata={"help": "most items per model batch"})
     max_wait_ms: float = field(default=10.0, metadata={"help": "longest wait to fill a batch (ms)"})
     max_queue: int = field(default=1024, metadata={"help": "most items waiting; more get 429"})
     max_body_bytes: int = field(default=4 * 1024 * 1024, metadata={"help": "larger bodies get 413"})
     timeout_s: float = field(default=300.0, metadata={"help": "requests not answered by then get 408"})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length (default: the judge's own, else 512)"})
-    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
-    temperature: float | None = field(default=None, metadata={"help": "judge sampling temperature (default 0: greedy)"})
-    template: str | None = field(default=None, metadata={"help": "default judge template (items may name another; "
-                                 "default: the judge's own)"})
-    rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
+    max_new_tokens: int | None = judge_field("max_new_tokens")
+    max_prompt_tokens: int | None = judge_field("max_prompt_tokens")
+    temperature: float | None = judge_field("temperature", help="judge sampling temperature (default 0: greedy)")
+    template: str | None = judge_field("template", help="default judge template (items may name another; default: "
+                                       "the judge's own)")
+    rubric_mode: str | None = judge_field("rubric_mode")
     log_level: str = field(default="info", metadata={"help": "uvicorn's log level",
                                                      "choices": ["critical", "error", "warning", "info", "debug"]})
 
@@ -48,9 +60,7 @@ class ServeArguments(RunArguments):
         for name in ("max_batch", "max_queue", "max_body_bytes", "timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
-        for name in ("max_new_tokens", "max_prompt_tokens"):
-            if getattr(self, name) is not None and getattr(self, name) <= 0:
-                raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
+        JudgeOptions.of(self)
         if not 0 <= self.port <= 65535:
             raise ValueError(f"--port must be 0..65535, got {self.port}")
         if self.max_wait_ms < 0:
@@ -89,7 +99,7 @@ def main(command: str, argv: list[str]) -> None:
         logging.getLogger("patarm.serve").warning(
             "listening on %s without a token: anyone who can reach it can use the judge (pass --token_env or "
             "--token_file)", args.host)
-    values, _ = resolve_judge_options(args, "pointwise")
+    values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), "pointwise")
 
     from patarm.serve.app import ServeConfig, create_app
     from patarm.serve.scorer import load_scorer

@@ -17,7 +17,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("bon", help="best-of-N selection with a skill (see `patarm skill bon --help`)", add_help=False)
     val = sub.add_parser("validate", help="report every problem of skill folders (file: field: message)")
     val.add_argument("dirs", nargs="+", help="skill folders, or names of skills in the shipped bank")
-    lst = sub.add_parser("list", help="names and descriptions of the skills in a bank (progressive disclosure, level 1)")
+    lst = sub.add_parser(
+        "list", help="names and descriptions of the skills in a bank (progressive disclosure, level 1)"
+    )
     lst.add_argument("--bank", default=str(BANK_DIR))
     show = sub.add_parser("show", help="a skill's procedure and resource list, or one resource's content")
     show.add_argument("skill", help="a skill folder or a name in the shipped bank")

@@ -9,12 +9,6 @@ from __future__ import annotations
 
 
 def main(command: str, argv: list[str]) -> None:
-    import importlib
+    from patarm.train import parse_args, run_stage
 
-    from patarm.train import parse_args
-
-    data, args, model_args = parse_args(command, argv)
-    if not model_args.model_name_or_path:
-        raise ValueError(f"patarm {command}: set model_name_or_path (a folder, a hub id, or `tiny`)")
-    importlib.import_module(f"patarm.train.{command}").train(data, args, model_args)
-    print(args.output_dir)
+    print(run_stage(command, parse_args(command, argv)))

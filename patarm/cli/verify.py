@@ -28,9 +28,12 @@ def _parser() -> argparse.ArgumentParser:
     _sandbox_options(he, timeout=5.0)
 
     ma = sub.add_parser("math", help="math answer equivalence (math-verify) of a solutions file")
-    ma.add_argument("--input", required=True,
-                    help="jsonl of {gold, answer} rows, or a best-of-N pool such as GSM8K's example_model_solutions.jsonl "
-                         "({ground_truth, <source>: {solution, is_correct}}); answers after the last 'A:' or '####'")
+    ma.add_argument(
+        "--input",
+        required=True,
+        help="jsonl of {gold, answer} rows, or a best-of-N pool such as GSM8K's example_model_solutions.jsonl "
+        "({ground_truth, <source>: {solution, is_correct}}); answers after the last 'A:' or '####'",
+    )
     ma.add_argument("--workers", type=int, default=1)
 
     ie = sub.add_parser("ifeval", help="IFEval prompt/instruction-level strict/loose accuracy (percent)")

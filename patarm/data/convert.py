@@ -12,7 +12,8 @@ import hashlib
 import itertools
 import json
 import math
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from patarm.data.layouts import Drop, Layout, Parts, RowProblem, detect_layout, resolve_layout
 from patarm.data.schema import DataError, Message, PreferencePair

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any
 
 from patarm.data.convert import assemble, convert_stream, rename_columns
 from patarm.data.layouts import Drop, Parts, RowProblem, resolve_layout

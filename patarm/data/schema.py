@@ -42,7 +42,7 @@ class PreferencePair:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, row: dict[str, Any]) -> "PreferencePair":
+    def from_dict(cls, row: dict[str, Any]) -> PreferencePair:
         return cls(
             id=str(row["id"]),
             prompt=[dict(m) for m in row["prompt"]],

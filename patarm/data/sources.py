@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 from patarm.data.schema import DataError
 from patarm.io import JSONProblem, iter_jsonl, iter_jsonl_lines, loads, read_text

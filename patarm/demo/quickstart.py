@@ -13,24 +13,20 @@ the instruction. Everything is seeded.
 
 from __future__ import annotations
 
-import json
-import logging
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from patarm.backends import GenerationOptions, make_backend
-from patarm.data import Manifest, write_pairs
+from patarm.data import write_pairs
+from patarm.demo.kit import Clock, grpo_curve, stage_args, train_stage, write_step
 from patarm.demo.synthetic import make_pairs
 from patarm.demo.teacher import RuleTeacher
 from patarm.eval.pairs import judge_pairs_pointwise, summarize
-from patarm.io import write_jsonl
 from patarm.judge import load_template
 from patarm.prep.corpus import pointwise_corpus, rl_set
 
 TEMPLATE = "pointwise-compact"
 CONFIG_DIR = Path(__file__).resolve().parent / "configs"
-logger = logging.getLogger("patarm.quickstart")
 
 
 @dataclass
@@ -54,7 +50,7 @@ class Sizes:
     kinds: tuple[str, ...] = ("lowercase", "uppercase")
 
     @classmethod
-    def small(cls) -> "Sizes":
+    def small(cls) -> Sizes:
         # an untrained-size judge solves nothing, so the small run keeps every RL pair
         return cls(sft_pairs=64, rl_pool=16, heldout=16, grpo_steps=2, hidden=32, layers=1, rl_keep=(0.0, 1.0))
 
@@ -64,65 +60,62 @@ def _evaluate(model_dir: Path, heldout, options: GenerationOptions) -> dict:
     return summarize(judge_pairs_pointwise(heldout, backend, load_template(TEMPLATE), num_samples=1))
 
 
-def _stage_args(stage: str, run_dir: Path, overrides: list[str]):
-    """A stage's arguments from its demo config, exactly as `patarm <stage> --config ...` parses them."""
-    from patarm.train import parse_args as parse
-
-    return parse(stage, ["--config", str(CONFIG_DIR / f"{stage}.yaml"), "--run_dir", str(run_dir), *overrides])
-
-
-def _write_step(out: Path, name: str, manifest: Manifest, files: dict[str, list]) -> None:
-    for file, rows in files.items():
-        write_jsonl(rows, out / "prep" / name / file)
-    manifest.write(str(out / "prep" / name / "manifest.json"))
-
-
 def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     """Run every stage into the run folder `out`; returns the report dict (also written as report.json)."""
     from patarm.models.tiny import build_tiny_judge
 
-    t0 = time.time()
     out.mkdir(parents=True, exist_ok=True)
+    clock = Clock(out)
     pairs = make_pairs(sizes.sft_pairs + sizes.rl_pool + sizes.heldout, seed=seed, kinds=sizes.kinds)
     sft_pairs, rl_pool = pairs[:sizes.sft_pairs], pairs[sizes.sft_pairs:sizes.sft_pairs + sizes.rl_pool]
     heldout = pairs[sizes.sft_pairs + sizes.rl_pool:]
     write_pairs(heldout, out / "prep" / "heldout" / "pairs.jsonl")
-    logger.info("%5.0fs  task: %d SFT pairs, %d RL-pool pairs, %d held-out pairs", time.time() - t0, len(sft_pairs), len(rl_pool), len(heldout))
+    clock.done("task", note=f"{len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs")
 
     rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed=seed), TEMPLATE, min_margin=2.0)
     kept_ids = {r["pair_id"] for r in rows}
-    _write_step(out, "pointwise", manifest, {"sft.jsonl": rows, "pairs.jsonl": [p for p in sft_pairs if p.id in kept_ids]})
-    logger.info("%5.0fs  pointwise SFT corpus: %d rows (%s)", time.time() - t0, len(rows), manifest.to_dict()["dropped"] or "nothing dropped")
+    write_step(out / "prep" / "pointwise", manifest,
+               {"sft.jsonl": rows, "pairs.jsonl": [p for p in sft_pairs if p.id in kept_ids]})
+    clock.done("pointwise SFT corpus", note=f"{len(rows)} rows ({manifest.to_dict()['dropped'] or 'nothing dropped'})")
 
     texts = [m["content"] for r in rows for m in r["messages"]]
-    model, _ = build_tiny_judge(texts, out / "base", vocab_size=1024, seed=seed, hidden_size=sizes.hidden,
-                                num_layers=sizes.layers, num_heads=4, num_kv_heads=2, intermediate_size=3 * sizes.hidden)
-    logger.info("%5.0fs  judge: a random-init Qwen3 of %.2fM parameters", time.time() - t0,
-                sum(p.numel() for p in model.parameters()) / 1e6)
+    model, _ = build_tiny_judge(
+        texts,
+        out / "base",
+        vocab_size=1024,
+        seed=seed,
+        hidden_size=sizes.hidden,
+        num_layers=sizes.layers,
+        num_heads=4,
+        num_kv_heads=2,
+        intermediate_size=3 * sizes.hidden,
+    )
     greedy = GenerationOptions(max_new_tokens=48, temperature=0.0, batch_size=64)
     stages = {"base": _evaluate(out / "base", heldout, greedy)}
-    logger.info("%5.0fs  base judge: %s", time.time() - t0, _brief(stages["base"]))
+    clock.done("base judge", note=f"a random-init Qwen3 of {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
+                                  f"parameters; {_brief(stages['base'])}")
 
-    from patarm.train import sft as sft_stage
-    sft_stage.train(*_stage_args("sft", out, ["--model_name_or_path", str(out / "base"), "--seed", str(seed)]))
+    train_stage("sft", stage_args("sft", CONFIG_DIR / "sft.yaml", out, "--model_name_or_path", out / "base",
+                                  "--seed", seed))
     stages["sft"] = _evaluate(out / "sft", heldout, greedy)
-    logger.info("%5.0fs  SFT judge: %s", time.time() - t0, _brief(stages["sft"]))
+    clock.done("SFT judge", note=_brief(stages["sft"]))
 
     sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=48, temperature=1.0, batch_size=128),
                            progress=False)
     kept, rl_manifest = rl_set(rl_pool, sampler, TEMPLATE, n=8, low=sizes.rl_keep[0], high=sizes.rl_keep[1], seed=seed)
-    _write_step(out, "rl", rl_manifest, {"pairs.jsonl": kept})
-    logger.info("%5.0fs  RL set: kept %d of %d pairs (%s)", time.time() - t0, len(kept), len(rl_pool), dict(rl_manifest.dropped))
+    write_step(out / "prep" / "rl", rl_manifest, {"pairs.jsonl": kept})
+    clock.done("RL set", note=f"kept {len(kept)} of {len(rl_pool)} pairs ({dict(rl_manifest.dropped)})")
 
-    from patarm.train import grpo as grpo_stage
-    grpo_stage.train(*_stage_args("grpo", out, ["--seed", str(seed), "--max_steps", str(sizes.grpo_steps)]))
+    train_stage("grpo", stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed,
+                                   "--max_steps", sizes.grpo_steps))
     stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
-    logger.info("%5.0fs  GRPO judge: %s", time.time() - t0, _brief(stages["grpo"]))
+    clock.done("GRPO judge", note=_brief(stages["grpo"]))
 
     from patarm.export import export
     export(out / "grpo", out / "export", eval_results={k: v for k, v in stages.items()}, overwrite=True)
-    report = {"stages": stages, "grpo_curve": _grpo_curve(out / "grpo" / "metrics.jsonl"),
-              "seconds": round(time.time() - t0, 1)}
+    clock.done("export")
+    report = {"stages": stages, "grpo_curve": grpo_curve(out / "grpo" / "metrics.jsonl"),
+              "seconds": round(clock.last - clock.t0, 1), "timings": clock.timings}
     from patarm.demo.report import write_quickstart_report
     paths = write_quickstart_report(report, out)
     return report | {"paths": paths}
@@ -132,13 +125,3 @@ def _brief(summary: dict) -> str:
     return (f"held-out accuracy {summary['accuracy']:.3f}, format-valid {summary['format_valid']:.3f}, "
             f"margin {summary['margin']:.2f}")
 
-
-def _grpo_curve(metrics_path: Path) -> list[dict]:
-    curve = []
-    if metrics_path.is_file():
-        for line in metrics_path.read_text().splitlines():
-            m = json.loads(line)
-            if "par/pair_accuracy" in m:
-                curve.append({"step": m["step"], "pair_accuracy": m["par/pair_accuracy"],
-                              "margin": m.get("par/margin"), "reward": m.get("reward")})
-    return curve

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from patarm.demo.kit import plot_grpo_curve
+
 
 def ci(interval: list | tuple | None, digits: int = 3) -> str:
     """' [0.912, 0.981]' beside an accuracy, or '' when there is none (a report written before intervals)."""
@@ -19,33 +21,6 @@ def stage_table(stages: dict[str, dict]) -> str:
         lines.append(f"| {name} | {m['accuracy']:.3f}{ci(m.get('accuracy_ci'))} | {m['format_valid']:.3f} | "
                      f"{m['margin']:.2f} |")
     return "\n".join(lines)
-
-
-def plot_curve(curve: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    steps = [c["step"] for c in curve]
-    acc = [c["pair_accuracy"] for c in curve]
-    k = max(1, len(acc) // 10)  # each step sees a few pairs: show a moving average over ~10 % of the run
-    smooth = [sum(acc[max(0, i - k + 1):i + 1]) / len(acc[max(0, i - k + 1):i + 1]) for i in range(len(acc))]
-    ax.plot(steps, acc, color="tab:blue", alpha=0.25, linewidth=0.8)
-    ax.plot(steps, smooth, label=f"pair accuracy (PAR satisfied), {k}-step mean", color="tab:blue", linewidth=2)
-    ax.set_xlabel("GRPO step")
-    ax.set_ylabel("pair accuracy", color="tab:blue")
-    ax.set_ylim(0, 1)
-    twin = ax.twinx()
-    twin.plot(steps, [c["margin"] if c["margin"] is not None else float("nan") for c in curve],
-              label="mean margin", color="tab:orange")
-    twin.set_ylabel("mean score margin s̄c − s̄r", color="tab:orange")
-    ax.set_title("GRPO with PAR: rollouts over training")
-    ax.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def curve_trend(curve: list[dict], frac: float = 0.2) -> dict[str, float]:
@@ -66,7 +41,7 @@ def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
         f"{trend['pair_accuracy_first']:.3f} → {trend['pair_accuracy_last']:.3f}")
     print("\n" + table + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "grpo_curve.png"}
-    plot_curve(report["grpo_curve"], paths["plot"])
+    plot_grpo_curve(report["grpo_curve"], paths["plot"])
     paths["report_json"].write_text(json.dumps(report, indent=2))
     paths["report_md"].write_text(
         "# PaTaRM quickstart report\n\nHeld-out pairs judged pointwise (greedy); the chosen response wins when its "

@@ -13,9 +13,9 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
 
 from patarm.data.schema import PreferencePair
 
@@ -87,7 +87,9 @@ class Constraint:
             raise ValueError(f"word_count needs a positive int value, got {self.value!r}")
         if self.kind in ("starts_with", "ends_with") and not (isinstance(self.value, str) and self.value):
             raise ValueError(f"{self.kind} needs a non-empty word as value, got {self.value!r}")
-        if self.kind == "avoid_letter" and not (isinstance(self.value, str) and len(self.value) == 1 and self.value.isalpha()):
+        if self.kind == "avoid_letter" and not (
+            isinstance(self.value, str) and len(self.value) == 1 and self.value.isalpha()
+        ):
             raise ValueError(f"avoid_letter needs a single letter as value, got {self.value!r}")
 
     def describe(self) -> str:
@@ -102,7 +104,7 @@ class Constraint:
         return {"kind": self.kind, "value": self.value}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Constraint":
+    def from_dict(cls, d: dict) -> Constraint:
         return cls(kind=d["kind"], value=d.get("value"))
 
 

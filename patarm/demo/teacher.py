@@ -10,10 +10,11 @@ so the rejection-sampling step sees pairs of every difficulty on a CPU.
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from patarm.data import PreferencePair
 from patarm.backends.base import BackendError, OnResult
+from patarm.data import PreferencePair
 from patarm.data.schema import Messages
 from patarm.demo.synthetic import check, constraint_of, teacher_judgment
 

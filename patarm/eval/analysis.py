@@ -13,9 +13,10 @@ length (shorter-wins) with the benchmark's own `make_record` and `score`, ties b
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Sequence
 from itertools import combinations
 from types import ModuleType
-from typing import Any, Hashable, Sequence
+from typing import Any
 
 from patarm.eval import stats
 from patarm.eval.voting import mean_score
@@ -45,7 +46,7 @@ def item_value(outcome: Any) -> float | None:
 def intervals(bench: ModuleType, records: Sequence[dict], tie_policy: str | None, n_resamples: int = stats.RESAMPLES,
               seed: int = 0) -> dict[str, Any]:
     """{"intervals": {metric: [low, high]}, "bootstrap": how} for every metric `bench.score` reports."""
-    score = lambda rs: bench.score(rs, tie_policy=tie_policy)
+    score = lambda rs: bench.score(rs, tie_policy=tie_policy)  # noqa: E731
     cis = stats.metric_intervals(list(records), score, stratum_of(bench), cluster_of(bench), n_resamples=n_resamples,
                                  seed=seed)
     # A metric at 0 or 100 in every resample (all wrong / all right) is not certain: Wilson over its prompts, where

@@ -15,12 +15,12 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
+from patarm.backends.cache import CachedBackend, CacheStats
 from patarm.eval import registry
 from patarm.eval.analysis import analyze
-from patarm.eval.stats import RESAMPLES
-from patarm.backends.cache import CachedBackend, CacheStats
-from patarm.eval.judging import JudgeOptions, check_options, judge_pairwise, judge_pointwise
+from patarm.eval.judging import JudgingPlan, check_options, judge_pairwise, judge_pointwise
 from patarm.eval.records import check_tie_policy
+from patarm.eval.stats import RESAMPLES
 from patarm.judge.truncate import PromptFitter
 
 
@@ -40,7 +40,7 @@ def limit_items(items: list[dict], limit: int | None) -> list[dict]:
     return interleaved[:limit]
 
 
-def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_items(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                 fit: Any = None) -> list:
     """Judge `items` of the benchmark `bench_name` (see `patarm.eval.judging`); `fit` shortens prompts."""
     bench = registry.get(bench_name)
@@ -75,7 +75,7 @@ def _tied_items(judged: list) -> int:
     return tied
 
 
-def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
+def run_info(judged: list, opts: JudgingPlan, backend: CachedBackend, items: list[dict], bench: Any) -> dict[str, Any]:
     """Judge-call accounting and judging diagnostics for metrics.json."""
     total, invalid = _count_outputs(judged, opts.mode)
     per_draw = 2 if opts.mode == "pairwise" else 1
@@ -94,7 +94,7 @@ def run_info(judged: list, opts: JudgeOptions, backend: CachedBackend, items: li
     return info
 
 
-def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgeOptions, out_dir: Path,
+def run_benchmark(bench_name: str, items: list[dict], backend: CachedBackend, opts: JudgingPlan, out_dir: Path,
                   tie_policy: str | None = None, n_resamples: int = RESAMPLES) -> dict[str, Any]:
     """Judge and score one benchmark; write its samples.jsonl and metrics.json under `out_dir`/<name>, with
     the metrics' bootstrap intervals (`n_resamples`, seeded by the judging seed; 0: none), trivial baselines,

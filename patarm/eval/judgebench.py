@@ -13,22 +13,26 @@ prefix; with several response-model files, also ``by_response_model``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import RecordError, data_files, load_hub, mean, need, pct, read_rows, user_prompt
 from patarm.eval.voting import as_list, compact
-from patarm.judge.decisions import A, DECISIONS, from_scores, vote
+from patarm.judge.decisions import DECISIONS, A, from_scores, vote
 
 NAME = "judgebench"
 HUB_ID = "ScalerLab/JudgeBench"
 # Source prefix → category; mmlu-pro comes first, so mmlu-pro-math is knowledge, as in the paper. The prefixes
 # are those ScalerLab/JudgeBench run_judge.py @ d8740a811eb8c64a37eb22a1f3c80ff194ec284d reports (with
-# `source.startswith`); the pair rule is utils/metrics.py compute_final_metrics @ e2c52c284e735e139b3daa61c206ee208f36c461.
+# `source.startswith`); the pair rule is utils/metrics.py compute_final_metrics
+# @ e2c52c284e735e139b3daa61c206ee208f36c461.
 CATEGORIES = (("mmlu-pro", "knowledge"), ("livebench-reasoning", "reasoning"), ("livebench-math", "math"),
               ("livecodebench", "coding"))
 JUDGE_DOMAINS = {"knowledge": "chat", "reasoning": "math", "math": "math", "coding": "code"}
 LABELS = {"A>B": "A", "B>A": "B"}  # JudgeBench spells the better response "A>B"
+# JudgeBench's own decision spellings (run_judge.py's `judgments[i]["decision"]`), mapped at the edge
+OFFICIAL_DECISIONS = {"A>B": "A", "A>>B": "A", "B>A": "B", "B>>A": "B", "A=B": "tie"}
 _MODEL_IN_NAME = re.compile(r"response_model=([^,]+?)(?:,|\.jsonl$)")
 
 
@@ -53,7 +57,23 @@ def validate(record: dict) -> None:
     for slot in slots:
         for d in as_list(slot):
             if d is not None and d not in DECISIONS:
-                raise RecordError("decisions", f"{d!r} is not one of {DECISIONS} or null")
+                raise RecordError("decisions", f"{d!r} is not one of {DECISIONS}, {tuple(OFFICIAL_DECISIONS)} "
+                                               "or null")
+
+
+def from_official(row: dict) -> dict:
+    """A record from JudgeBench's own spelling: a run_judge.py output row (``"judgments": [{"decision":
+    "A>B"}, {"decision": ...}]``, the second for the swapped order) or decisions spelled "A>B"/"B>A"/"A=B"."""
+    if "decisions" not in row and isinstance(row.get("judgments"), list):
+        row = {**row, "decisions": [j.get("decision") if isinstance(j, dict) else j for j in row["judgments"]]}
+    if isinstance(row.get("decisions"), list):
+        row = {**row, "decisions": [[_decision(d) for d in slot] if isinstance(slot, list) else _decision(slot)
+                                    for slot in row["decisions"]]}
+    return row
+
+
+def _decision(d: Any) -> Any:
+    return OFFICIAL_DECISIONS.get(d, d) if isinstance(d, str) else d
 
 
 def item_result(record: dict, tie_policy: str | None = None) -> bool:

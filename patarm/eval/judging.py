@@ -11,21 +11,23 @@ chance that they do is at most 1 - confidence); the outcome is the majority of t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 from patarm.backends import CachedBackend
 from patarm.eval.voting import mean_score, should_stop
-from patarm.judge.decisions import A, B, flip, from_scores
 from patarm.judge import Judgment, load_template, parse_judgment, render_pairwise, render_pointwise
+from patarm.judge.decisions import A, B, flip, from_scores
 
 Comparison = tuple[int, int]
 
 
 @dataclass
-class JudgeOptions:
-    """How to judge: `mode` pointwise|pairwise, `num_samples` n, `voting` mean|majority|adaptive."""
+class JudgingPlan:
+    """How eval judges a benchmark: `mode` pointwise|pairwise, `num_samples` n, `voting` mean|majority|adaptive
+    (the prompt and decoding options are `patarm.models.settings.JudgeOptions`, resolved before)."""
 
     mode: str = "pointwise"
     num_samples: int = 1
@@ -54,7 +56,7 @@ def _ckey(c: Comparison) -> str:
     return f"{c[0]},{c[1]}"
 
 
-def check_options(bench: ModuleType, items: list[dict], opts: JudgeOptions) -> None:
+def check_options(bench: ModuleType, items: list[dict], opts: JudgingPlan) -> None:
     """Reject combinations a benchmark cannot score, before any judging starts."""
     if opts.num_samples < 1:
         raise ValueError(f"--num-samples must be >= 1, got {opts.num_samples}")
@@ -93,13 +95,15 @@ def _count(decisions: list[str | None]) -> tuple[int, int]:
     return sum(d == A for d in decisions), sum(d == B for d in decisions)
 
 
-def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                     fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
     """Score every candidate of every item; build records by the voting rule. `fit` shortens a rendered
     prompt to the judge's window (`patarm.judge.truncate.PromptFitter`)."""
     template = load_template(opts.template or "pointwise", rubric_mode=opts.rubric_mode)
-    prompts = [[fit(render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain"))) for c in it["candidates"]]
-               for it in items]
+    prompts = [
+        [fit(render_pointwise(it["prompt"], c, template, domain=it.get("judge_domain"))) for c in it["candidates"]]
+        for it in items
+    ]
     js: list[list[list[Judgment]]] = [[[] for _ in p] for p in prompts]
     n = opts.num_samples
 
@@ -135,7 +139,10 @@ def judge_pointwise(bench: ModuleType, items: list[dict], backend: CachedBackend
             decisions = {}
             for x, y in bench.comparisons(item):
                 d = stops.get((i, (x, y)), n)
-                decisions[(x, y)] = ([from_scores(a, b) for a, b in zip(per_candidate[x][:d], per_candidate[y][:d])], [])
+                decisions[(x, y)] = (
+                    [from_scores(a, b) for a, b in zip(per_candidate[x][:d], per_candidate[y][:d])],
+                    [],
+                )
             record = bench.make_record(item, decisions=decisions)
         else:
             record = bench.make_record(item, scores=win_counts(per_candidate))
@@ -155,7 +162,7 @@ def win_counts(per_candidate: list[list[float | None]]) -> list[float]:
     return wins
 
 
-def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgeOptions,
+def judge_pairwise(bench: ModuleType, items: list[dict], backend: CachedBackend, opts: JudgingPlan,
                    fit: Callable[[Any], Any] = lambda m: m) -> list[Judged]:
     """Judge every comparison of every item in both presentation orders; votes decide."""
     template = load_template(opts.template or "pairwise", rubric_mode=opts.rubric_mode)

@@ -5,18 +5,14 @@ response wins when its mean score is strictly higher); or pairwise in both prese
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from patarm.data.schema import PreferencePair
 from patarm.eval.stats import mean_ci
-from patarm.judge import JudgeTemplate, load_template, parse_judgment, render_pairwise, render_pointwise
+from patarm.judge import JudgeTemplate, load_template, mean_score, parse_judgment, render_pairwise, render_pointwise
 from patarm.judge.decisions import flip, vote
 from patarm.rewards import format_penalty, par_rewards
-
-
-def _mean(scores: Sequence[float | None]) -> float | None:
-    valid = [s for s in scores if s is not None]
-    return sum(valid) / len(valid) if valid else None
 
 
 def judge_pairs_pointwise(pairs: Sequence[PreferencePair], backend: Any, template: JudgeTemplate | str | None = None,
@@ -36,7 +32,7 @@ def judge_pairs_pointwise(pairs: Sequence[PreferencePair], backend: Any, templat
         c_scores = [j.score for j in sides["chosen"]]
         r_scores = [j.score for j in sides["rejected"]]
         c_par, r_par = par_rewards(c_scores, r_scores, margin)
-        mc, mr = _mean(c_scores), _mean(r_scores)
+        mc, mr = mean_score(c_scores), mean_score(r_scores)
         records.append({
             "pair_id": pair.id, "mode": "pointwise",
             "chosen": [dict(j.to_dict(), par=p, format=format_penalty(j)) for j, p in zip(sides["chosen"], c_par)],

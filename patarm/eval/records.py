@@ -7,8 +7,9 @@ A *record* is one scored benchmark item in the official field names (see each be
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 TIE_POLICIES = ("strict", "half")
 
@@ -16,15 +17,16 @@ TIE_POLICIES = ("strict", "half")
 class RecordError(ValueError):
     """A malformed record. The message names the file and line (when known), the field and the fix."""
 
-    def __init__(self, field: str | None, reason: str, path: str | None = None, line: int | None = None):
-        self.field, self.reason, self.path, self.line = field, reason, path, line
-        where = ", ".join(x for x in (path, f"line {line}" if line is not None else None,
+    def __init__(self, field: str | None, reason: str, path: str | None = None, line: int | None = None,
+                 unit: str = "line"):
+        self.field, self.reason, self.path, self.line, self.unit = field, reason, path, line, unit
+        where = ", ".join(x for x in (path, f"{unit} {line}" if line is not None else None,
                                       f"field '{field}'" if field else None) if x)
         super().__init__(f"{where}: {reason}" if where else reason)
 
-    def at(self, path: str, line: int) -> "RecordError":
-        """The same error located at `path`, `line` (1-based)."""
-        return RecordError(self.field, self.reason, path, line)
+    def at(self, path: str, line: int, unit: str = "line") -> RecordError:
+        """The same error located at `path`, `line` (1-based; `unit` "row" for JSON files)."""
+        return RecordError(self.field, self.reason, path, line, unit)
 
 
 def need(record: Any, field: str, kind: type | tuple[type, ...], length: int | None = None) -> Any:
@@ -74,26 +76,56 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else 0.0
 
 
-def read_samples(path: str | Path, validate: Callable[[dict], Any]) -> list[dict]:
-    """Records from a samples JSONL file, each checked by `validate`; errors name the file and line."""
+def read_samples(path: str | Path, validate: Callable[[dict], Any],
+                 from_official: Callable[[dict], dict] | None = None) -> list[dict]:
+    """Records from a samples file, each mapped by `from_official` (the benchmark's own spellings to a
+    record) and checked by `validate`; errors name the file and line (or row).
+
+    Three file forms load: JSONL (one record per line, what `patarm eval` writes), a JSON list of rows (RM-Bench's
+    ``results/*.json``) and a JSON object of columns (RewardBench's ``eval-set-scores/<model>.json``, whose
+    ``id`` is a list; scalar entries such as ``model`` are run metadata and are skipped).
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"samples file {path} does not exist")
     records = []
-    with path.open(encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise RecordError(None, f"not valid JSON ({err.msg} at column {err.colno})", str(path), line_no)
-            try:
-                validate(record)
-            except RecordError as err:
-                raise err.at(str(path), line_no) from None
-            records.append(record)
+    for where, unit, record in _sample_rows(path):
+        try:
+            if from_official is not None:
+                record = from_official(record) if isinstance(record, dict) else record
+            validate(record)
+        except RecordError as err:
+            raise err.at(str(path), where, unit) from None
+        records.append(record)
     return records
+
+
+def _sample_rows(path: Path) -> Iterator[tuple[int, str, Any]]:
+    """(line or row number, "line" | "row", row) of a JSONL file, a JSON list or a JSON object of columns."""
+    text = path.read_text(encoding="utf-8")
+    if text.lstrip().startswith("["):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise RecordError(None, f"not valid JSON ({err.msg} at line {err.lineno})", str(path)) from None
+        yield from ((i, "row", row) for i, row in enumerate(data, start=1))
+        return
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        data = None  # JSONL: several objects
+    if isinstance(data, dict) and isinstance(data.get("id"), list):
+        n = len(data["id"])
+        columns = {k: v for k, v in data.items() if isinstance(v, list) and len(v) == n}
+        yield from ((i + 1, "row", {k: v[i] for k, v in columns.items()}) for i in range(n))
+        return
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            yield line_no, "line", json.loads(line)
+        except json.JSONDecodeError as err:
+            raise RecordError(None, f"not valid JSON ({err.msg} at column {err.colno})", str(path), line_no) from None
 
 
 def read_rows(path: Path) -> Iterator[dict]:

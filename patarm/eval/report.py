@@ -11,12 +11,19 @@ truncated, and — when a score is low because the judge's outputs could not be 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from patarm.eval import registry
-from patarm.eval import stats
-from patarm.eval.report_analysis import BASELINE_TITLES, bias_section, ci_text, headline_ci, metrics_table, plot_analysis
+from patarm.eval import registry, stats
+from patarm.eval.report_analysis import (
+    BASELINE_TITLES,
+    bias_section,
+    ci_text,
+    headline_ci,
+    metrics_table,
+    plot_analysis,
+)
 
 
 def flatten(metrics: dict[str, Any], prefix: str = "") -> dict[str, float]:
@@ -156,22 +163,34 @@ def write_report(run_dir: str | Path, plots: bool = True) -> Path:
     for name, result in results.items():
         run = result.get("run", {})
         ci = headline_ci(result)
-        lines += [f"## {name}", "", f"headline: **{_fmt(result.get('headline'))}** {ci_text(ci)}"
-                  f"{' (95% CI)' if ci else ''} — {validity(run)}; mode "
-                  f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
-                  f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
-                  f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
-                  ""]
+        lines += [
+            f"## {name}",
+            "",
+            f"headline: **{_fmt(result.get('headline'))}** {ci_text(ci)}"
+            f"{' (95% CI)' if ci else ''} — {validity(run)}; mode "
+            f"{run.get('mode')}, voting {run.get('voting')}@{run.get('num_samples')}, {run.get('items')} items, "
+            f"{run.get('judge_calls')} judge calls ({run.get('judge_calls_fixed_n')} at fixed n); judge "
+            f"{run.get('model')}, template {run.get('template') or 'default'}, {run.get('max_new_tokens')} new tokens",
+            "",
+        ]
         if note := explain(result):
             lines += [f"**Note:** {note}", ""]
         analysed = "baselines" in result  # runs written before the analysis existed have only the metrics
         lines += [metrics_table(result) if analysed else markdown_table({name: flatten(result["metrics"])}), ""]
         if how := (result.get("uncertainty") or {}).get("bootstrap"):
-            lines += [f"Intervals: {how['method']} over {how['unit']}, {how['n_resamples']} resamples, seed "
-                      f"{how['seed']}" + (f"; Wilson interval over the prompts for {', '.join(how['wilson_where_degenerate'])} "
-                      "(every resample gave 0 or 100)" if how.get("wilson_where_degenerate") else "")
-                      + ". Baselines from the data alone: longer-wins / shorter-wins score each response by its length "
-                      "in characters (ties by the benchmark's rule).", ""]
+            lines += [
+                f"Intervals: {how['method']} over {how['unit']}, {how['n_resamples']} resamples, seed "
+                f"{how['seed']}"
+                + (
+                    f"; Wilson interval over the prompts for {', '.join(how['wilson_where_degenerate'])} "
+                    "(every resample gave 0 or 100)"
+                    if how.get("wilson_where_degenerate")
+                    else ""
+                )
+                + ". Baselines from the data alone: longer-wins / shorter-wins score each response by its length "
+                "in characters (ties by the benchmark's rule).",
+                "",
+            ]
         lines += bias_section(result)
         if plots:
             records = _read_samples(run_dir / name / "samples.jsonl")

@@ -3,8 +3,9 @@ the bias probes and the calibration table in markdown, their plots, and the pair
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval import analysis, registry, stats
 
@@ -40,9 +41,13 @@ def metrics_table(result: dict[str, Any]) -> str:
     for key, value in flat.items():
         values = [base[k].get(key) for k in base]
         beaten = any(v is not None and v > value + 1e-9 for v in values)
-        lines.append(f"| {key} | {value:.2f} | {ci_text(cis.get(key))} | "
-                     + " | ".join(_f(v) for v in values) + (" | " if values else "") + ("⚑ baseline wins" if beaten else "")
-                     + " |")
+        lines.append(
+            f"| {key} | {value:.2f} | {ci_text(cis.get(key))} | "
+            + " | ".join(_f(v) for v in values)
+            + (" | " if values else "")
+            + ("⚑ baseline wins" if beaten else "")
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -55,12 +60,19 @@ def bias_section(result: dict[str, Any]) -> list[str]:
         lines += [f"- ⚑ {f}" for f in result["flags"]] + [""]
     agree = bias.get("length_agreement") or {}
     if agree:
-        parts = [f"{'overall' if k == 'all' else k} {100 * a['share']:.0f}% of {a['decisions']}" for k, a in agree.items()]
-        lines += [f"Agreement of the judge's decisive decisions with longer-wins (flagged above "
-                  f"{100 * analysis.AGREEMENT_FLAG:.0f}% of at least {analysis.AGREEMENT_MIN}): " + ", ".join(parts) + ".", ""]
+        parts = [
+            f"{'overall' if k == 'all' else k} {100 * a['share']:.0f}% of {a['decisions']}" for k, a in agree.items()
+        ]
+        lines += [
+            f"Agreement of the judge's decisive decisions with longer-wins (flagged above "
+            f"{100 * analysis.AGREEMENT_FLAG:.0f}% of at least {analysis.AGREEMENT_MIN}): " + ", ".join(parts) + ".",
+            "",
+        ]
     if pos := bias.get("position"):
         flips = pos["pairs"] - pos["consistent"]
-        text = f"Position: {pos['consistent']} of {pos['pairs']} decisions agree across both orders; of the {flips} flips"
+        text = (
+            f"Position: {pos['consistent']} of {pos['pairs']} decisions agree across both orders; of the {flips} flips"
+        )
         text += (f", {pos['first']} chose the first-shown response both times, {pos['second']} the second-shown both "
                  f"times, {pos['other']} had a tie or no decision." if flips else ", none.")
         lines += [text, ""]

@@ -13,13 +13,22 @@ or unparseable answer counts 0.5. Metrics in percent: ``{"chat", "chat_hard", "s
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
 from patarm.eval.records import (
-    RecordError, check_tie_policy, data_files, load_hub, mean, need, pct, read_rows, user_prompt,
+    RecordError,
+    check_tie_policy,
+    data_files,
+    load_hub,
+    mean,
+    need,
+    pct,
+    read_rows,
+    user_prompt,
 )
 from patarm.eval.voting import as_list, compact
 from patarm.judge.decisions import DECISIONS, vote
@@ -29,10 +38,34 @@ HUB_ID, HUB_SPLIT = "allenai/reward-bench", "filtered"
 TABLES = Path(__file__).parent / "data" / "rewardbench.yaml"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tables() -> dict[str, Any]:
     """The official SUBSET_MAPPING (as `sections`) and EXAMPLE_COUNTS, read from the data file."""
     return yaml.safe_load(TABLES.read_text(encoding="utf-8"))
+
+
+# RewardBench's own per-row fields (scripts/run_rm.py, run_dpo.py, run_generative.py: the columns of
+# `eval-set-scores/<model>.json`): reward scores, or a generative judge's `results` (1 chosen wins, 0 loses, 0.5 tie)
+OFFICIAL_SCORES = {"scores_chosen": "score_chosen", "scores_rejected": "score_rejected"}
+_RESULT_DECISION = {1: "A", 0: "B", 0.5: "tie"}
+
+
+def from_official(row: dict) -> dict:
+    """A record from RewardBench's own field names (see OFFICIAL_SCORES); records pass unchanged."""
+    if "decisions" in row or "score_chosen" in row:
+        return row
+    if any(k in row for k in OFFICIAL_SCORES):
+        return {**{k: v for k, v in row.items() if k not in OFFICIAL_SCORES},
+                **{ours: _scalar(row.get(theirs)) for theirs, ours in OFFICIAL_SCORES.items()}}
+    result = row.get("results")
+    if isinstance(result, (int, float)) and not isinstance(result, bool) and result in _RESULT_DECISION:
+        return {**row, "decisions": [_RESULT_DECISION[result]]}
+    return row
+
+
+def _scalar(score: Any) -> Any:
+    """A reward score; run_rm.py writes a one-element list for some custom pipelines."""
+    return score[0] if isinstance(score, list) and len(score) == 1 else score
 
 
 def validate(record: dict) -> None:

@@ -12,8 +12,9 @@ score = 0.30 tied accuracy + 0.30 ref accuracy + 0.20 correctness_preferred
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import RecordError, data_files, load_hub, mean, need, need_numbers, pct, read_rows, user_prompt
 
@@ -30,6 +31,12 @@ _NAN = float("nan")
 
 def is_ties(subset: str) -> bool:
     return subset.lower() == "ties"  # the official code compares lower-cased names
+
+
+def from_official(row: dict) -> dict:
+    """A record from RewardBench 2's own output row (scripts/run_v2.py: ``id``, ``subset``, ``scores``,
+    ``num_correct`` — already the record's names; extra columns such as ``text`` and ``results`` are ignored)."""
+    return row
 
 
 def validate(record: dict) -> None:

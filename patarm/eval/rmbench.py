@@ -12,11 +12,21 @@ overall = the mean over the domains present.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.eval.records import (
-    RecordError, check_tie_policy, data_files, load_hub, mean, need, need_numbers, pct, read_rows, user_prompt,
+    RecordError,
+    check_tie_policy,
+    data_files,
+    load_hub,
+    mean,
+    need,
+    need_numbers,
+    pct,
+    read_rows,
+    user_prompt,
 )
 from patarm.judge.decisions import vote
 
@@ -35,6 +45,17 @@ EASY = [(i, j) for i in range(SIZE) for j in range(SIZE) if i > j]
 def section(domain: str) -> str:
     """The reported domain: the two safety files pool into one `safety` domain."""
     return "safety" if domain.startswith("safety") else domain
+
+
+def from_official(row: dict) -> dict:
+    """A record from RM-Bench's own output row (scripts/run_rm.py: the data row with ``score_chosen`` and
+    ``score_rejected`` added; a one-element list per score is flattened, as its compute_accuracy expects)."""
+    out = dict(row)
+    for field in ("score_chosen", "score_rejected"):
+        scores = row.get(field)
+        if isinstance(scores, list) and all(isinstance(s, list) and len(s) == 1 for s in scores):
+            out[field] = [s[0] for s in scores]
+    return out
 
 
 def validate(record: dict) -> None:

@@ -14,6 +14,7 @@ from patarm.eval import registry
 from patarm.eval.records import TIE_POLICIES, read_samples
 from patarm.eval.voting import VOTING_RULES
 from patarm.io import write_json
+from patarm.models.settings import JudgeOptions, judge_field
 
 logger = logging.getLogger("patarm.eval")
 
@@ -22,14 +23,18 @@ logger = logging.getLogger("patarm.eval")
 class EvalArguments(RunArguments):
     """Judge reward-model benchmarks and score them as the official code does."""
 
-    benchmark: list[str] = field(default_factory=list, metadata={"help": f"one or more of {sorted(registry.BENCHMARKS)}"})
+    benchmark: list[str] = field(
+        default_factory=list, metadata={"help": f"one or more of {sorted(registry.BENCHMARKS)}"}
+    )
     model: str = field(default="{run_dir}/export", metadata={"path": "input", "help":
                        "the judge: a folder, a hub id, an http(s)://host/v1#MODEL endpoint or vllm:PATH"})
     data: list[str] = field(default_factory=list, metadata={"path": "input", "help":
                             "local benchmark data: one path per benchmark in order, or NAME=PATH; a benchmark "
                             "without one is loaded from the Hugging Face hub"})
     output: str = field(default="{run_dir}/eval", metadata={"help": "output folder"})
-    mode: str = field(default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]})
+    mode: str = field(
+        default="pointwise", metadata={"help": "pointwise | pairwise", "choices": ["pointwise", "pairwise"]}
+    )
     num_samples: int = field(default=1, metadata={"help": "judge samples per judgment (voting@n)"})
     voting: str = field(default="mean", metadata={"help": "mean | majority | adaptive", "choices": list(VOTING_RULES)})
     adaptive_confidence: float = field(default=1.0, metadata={"help":
@@ -38,11 +43,11 @@ class EvalArguments(RunArguments):
     tie_policy: str | None = field(default=None, metadata={"help": "a tie is wrong (strict) or half right (half); "
                                    "default: each benchmark's official rule", "choices": list(TIE_POLICIES)})
     limit: int | None = field(default=None, metadata={"help": "judge at most N items per benchmark (strata kept)"})
-    template: str | None = field(default=None, metadata={"help": "judge template (default: the judge's own)"})
-    rubric_mode: str | None = field(default=None, metadata={"help": "primary | generated | adaptive (default: the judge's own)"})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "judgment length limit (default: the judge's own, else 512)"})
-    max_prompt_tokens: int | None = field(default=None, metadata={"help": "prompt tokens per judgment; longer prompts are shortened (default: the longest the judge was trained on, else its window)"})
-    temperature: float | None = field(default=None, metadata={"help": "default 0 (greedy) for n=1, else 0.7"})
+    template: str | None = judge_field("template")
+    rubric_mode: str | None = judge_field("rubric_mode")
+    max_new_tokens: int | None = judge_field("max_new_tokens")
+    max_prompt_tokens: int | None = judge_field("max_prompt_tokens")
+    temperature: float | None = judge_field("temperature")
     top_p: float = field(default=1.0, metadata={"help": "nucleus sampling"})
     batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
     seed: int = field(default=0, metadata={"help": "sample k of a prompt is drawn with seed + k"})
@@ -52,13 +57,12 @@ class EvalArguments(RunArguments):
                                      "(clusters resampled within strata, seeded by --seed); 0 skips the intervals"})
 
     def __post_init__(self) -> None:
-        check_positive(self, "num_samples", "limit", "max_new_tokens", "max_prompt_tokens", "batch_size", "top_p", "adaptive_confidence")
+        check_positive(self, "num_samples", "limit", "batch_size", "top_p", "adaptive_confidence")
         if self.adaptive_confidence > 1 or self.top_p > 1:
             raise ValueError("--adaptive_confidence and --top_p are at most 1")
         if self.bootstrap_resamples < 0:
             raise ValueError(f"--bootstrap_resamples must be >= 0, got {self.bootstrap_resamples}")
-        if self.temperature is not None and self.temperature < 0:
-            raise ValueError(f"--temperature must be >= 0, got {self.temperature}")
+        JudgeOptions.of(self)
 
 
 def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
@@ -81,16 +85,17 @@ def data_paths(benchmarks: list[str], data: list[str]) -> dict[str, str | None]:
 
 
 def rescore(benchmark: str, samples: str | Path, tie_policy: str | None = None) -> dict[str, Any]:
-    """Metrics recomputed from a samples file (records in the benchmark's official field names)."""
+    """Metrics recomputed from a samples file: `patarm eval`'s records, or the benchmark's own output file
+    (its field names and spellings, mapped by the module's `from_official`)."""
     bench = registry.get(benchmark)
-    return bench.score(read_samples(samples, bench.validate), tie_policy=tie_policy)
+    return bench.score(read_samples(samples, bench.validate, bench.from_official), tie_policy=tie_policy)
 
 
 def run_eval(args: EvalArguments) -> dict[str, Any]:
     """Judge every requested benchmark; returns {benchmark: metrics.json content}."""
     from patarm.backends import GenerationOptions, make_backend
     from patarm.eval.harness import limit_items, run_benchmark
-    from patarm.eval.judging import JudgeOptions
+    from patarm.eval.judging import JudgingPlan
     from patarm.eval.report import write_report
     from patarm.judge import load_template
     from patarm.models.settings import resolve_judge_options
@@ -99,7 +104,7 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
         raise ValueError(f"give --benchmark: one or more of {sorted(registry.BENCHMARKS)}")
     for name in args.benchmark:
         registry.get(name)
-    values, _ = resolve_judge_options(args, args.mode)
+    values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), args.mode, args.num_samples)
     load_template(values["template"], rubric_mode=values["rubric_mode"])  # a wrong template fails before any work
     out = Path(args.output)
     paths = data_paths(args.benchmark, args.data)
@@ -109,7 +114,7 @@ def run_eval(args: EvalArguments) -> dict[str, Any]:
                             max_prompt_tokens=values["max_prompt_tokens"])
     out.mkdir(parents=True, exist_ok=True)
     backend = make_backend(args.model, gen, cache=out / "cache.sqlite", progress=args.progress, name="eval")
-    opts = JudgeOptions(mode=args.mode, num_samples=args.num_samples, voting=args.voting,
+    opts = JudgingPlan(mode=args.mode, num_samples=args.num_samples, voting=args.voting,
                         confidence=args.adaptive_confidence, template=values["template"],
                         rubric_mode=values["rubric_mode"], seed=args.seed)
     results = {}

@@ -21,7 +21,8 @@ Two bootstraps, both with a fixed seed and written into metrics.json by their ca
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,8 @@ def clusters_by_stratum(records: Sequence[dict], stratum: Callable[[dict], Hasha
 
 
 def resamples(layout: list[list[list[int]]], n_resamples: int, seed: int):
-    """Yield `n_resamples` lists of record indices: each stratum's clusters drawn with replacement, as many as it has."""
+    """Yield `n_resamples` lists of record indices: each stratum's clusters drawn with replacement, as many as it
+    has."""
     rng = np.random.default_rng(seed)
     for _ in range(n_resamples):
         picked: list[int] = []

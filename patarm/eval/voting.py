@@ -8,9 +8,11 @@ swapped order (y, x) are flipped back first, as JudgeBench does.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.judge.decisions import DECISIONS, flip, from_scores, vote  # noqa: F401  (re-exported)
+from patarm.judge.judgment import mean_score  # noqa: F401  (re-exported: voting@n `mean`)
 
 VOTING_RULES = ("mean", "majority", "adaptive")
 
@@ -23,12 +25,6 @@ def as_list(value: Any) -> list:
 def compact(decisions: Sequence[str | None]) -> Any:
     """A decision slot for a record: the decision itself for one sample, the list for voting@n."""
     return decisions[0] if len(decisions) == 1 else list(decisions)
-
-
-def mean_score(scores: Sequence[float | None]) -> float | None:
-    """Mean of the valid scores (voting@n `mean`); None when no sample produced a valid score."""
-    valid = [s for s in scores if s is not None]
-    return sum(valid) / len(valid) if valid else None
 
 
 def flip_probability(votes_for: int, votes_against: int, remaining: int) -> float:

@@ -18,11 +18,20 @@ import math
 import os
 import secrets
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterable, Iterator
+from typing import Any, BinaryIO
 
-from patarm.io.text import (MAX_DEPTH, SURROGATE_MESSAGE, JSONProblem, loads, loads_line, lone_surrogate,
-                            nesting_depth, sniff)
+from patarm.io.text import (
+    MAX_DEPTH,
+    SURROGATE_MESSAGE,
+    JSONProblem,
+    loads,
+    loads_line,
+    lone_surrogate,
+    nesting_depth,
+    sniff,
+)
 
 __all__ = ["DataError", "JSONProblem", "MAX_DEPTH", "SURROGATE_MESSAGE", "append_jsonl", "atomic_write",
            "iter_jsonl", "iter_jsonl_lines", "loads", "loads_line", "lone_surrogate", "nesting_depth",

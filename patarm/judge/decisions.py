@@ -7,7 +7,7 @@ flipped back with `flip` before it is counted.
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 A, B, TIE = "A", "B", "tie"
 DECISIONS = (A, B, TIE)

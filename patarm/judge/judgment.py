@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+
+def mean_score(scores: Iterable[float | None]) -> float | None:
+    """Mean of the valid scores (None marks a judgment without a valid score); None when there is none.
+    The one rule for voting@n's `mean`, PAR's side means, the server's score and eval's pointwise records."""
+    valid = [float(s) for s in scores if s is not None]
+    return sum(valid) / len(valid) if valid else None
 
 
 @dataclass

@@ -7,15 +7,16 @@ response cannot close its own block, pose as instructions, or smuggle in an outp
 
 from __future__ import annotations
 
-import difflib
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
+from patarm.config import nearest
 from patarm.rubrics import check_rubric_mode, load_primary_rubrics, render_primary_rubrics
 
 PROMPT_DIR = Path(__file__).parent / "prompts"
@@ -53,7 +54,7 @@ class JudgeTemplate:
     def answer_tag(self) -> str:
         return "score" if self.kind == "pointwise" else "decision"
 
-    def with_options(self, **kwargs: Any) -> "JudgeTemplate":
+    def with_options(self, **kwargs: Any) -> JudgeTemplate:
         """A copy with e.g. another `rubric_mode` or `score_range`."""
         if kwargs.get("rubric_mode") is not None:
             check_rubric_mode(kwargs["rubric_mode"])
@@ -65,7 +66,7 @@ class JudgeTemplate:
         return replace(self, **{k: v for k, v in kwargs.items() if v is not None})
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_template(path: str) -> dict:
     return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
 
@@ -80,9 +81,10 @@ def load_template(name_or_path: str | JudgeTemplate = DEFAULT_TEMPLATE, *, rubri
         path = PROMPT_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
         bundled = sorted(p.stem for p in PROMPT_DIR.glob("*.yaml"))
-        match = difflib.get_close_matches(str(name_or_path), bundled, n=1)
-        hint = f" (did you mean {match[0]!r}?)" if match else ""
-        raise ValueError(f"judge template {name_or_path!r} not found{hint}; bundled: {bundled}, or give a YAML path")
+        raise ValueError(
+            f"judge template {name_or_path!r} not found{nearest(str(name_or_path), bundled)}; bundled: {bundled}, "
+            "or give a YAML path"
+        )
     data = _read_template(str(path))
     try:
         template = JudgeTemplate(

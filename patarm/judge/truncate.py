@@ -35,7 +35,9 @@ def _cut(text: str, tokenizer: Any, drop: int, keep_tail_only: bool) -> str:
     return tokenizer.decode(ids[:head]) + MARKER + tokenizer.decode(ids[len(ids) - (keep - head):])
 
 
-def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length: int) -> tuple[list[dict[str, str]], bool]:
+def truncate_messages(
+    messages: list[dict[str, str]], tokenizer: Any, max_length: int
+) -> tuple[list[dict[str, str]], bool]:
     """Shorten the conversation, then the response, of a rendered judge prompt to `max_length` tokens."""
     length = _prompt_length(messages, tokenizer)
     if length <= max_length:
@@ -55,7 +57,7 @@ def truncate_messages(messages: list[dict[str, str]], tokenizer: Any, max_length
     return [*messages[:-1], user], True
 
 
-def truncate_judge_rows(rows: list[dict], tokenizer: Any, max_length: int, template: Any = None) -> tuple[list[dict], int]:
+def truncate_judge_rows(rows: list[dict], tokenizer: Any, max_length: int) -> tuple[list[dict], int]:
     """Truncate each row's `prompt` messages; returns the rows and how many were truncated."""
     count = 0
     out = []

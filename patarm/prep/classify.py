@@ -10,9 +10,10 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import yaml
 
@@ -58,7 +59,7 @@ def heuristic_domain(pair: PreferencePair) -> str:
     return "chat"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_prompt(name_or_path: str = "classify") -> dict[str, Any]:
     """The classification prompt: a bundled name under patarm/prep/prompts/ or a YAML path."""
     path = Path(name_or_path)

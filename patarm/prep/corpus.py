@@ -15,7 +15,8 @@ own (e.g. a skill prompt with the pair's per-sample resources mounted).
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from patarm.data.schema import Manifest, PreferencePair
 from patarm.judge import load_template, parse_judgment, render_pairwise, render_pointwise

@@ -14,7 +14,7 @@ import hashlib
 import re
 import zlib
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 from tqdm.auto import tqdm

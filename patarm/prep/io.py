@@ -12,9 +12,10 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from patarm.data import Manifest, PreferencePair, load_pairs
 from patarm.io import sha256_file, write_json, write_jsonl

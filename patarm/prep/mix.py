@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.data import Manifest, PreferencePair
 from patarm.prep.io import pairs_path, read_pairs

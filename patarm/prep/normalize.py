@@ -21,7 +21,9 @@ from patarm.prep.io import PAIRS_FILE, Timer, describe_input, write_manifest, wr
 class NormalizeConfig:
     """What `normalize` reads and how. Every field is also a `patarm prep normalize` flag."""
 
-    input: str = field(metadata={"path": "input", "help": "a .jsonl/.json/.parquet file or a hub dataset id owner/name"})
+    input: str = field(
+        metadata={"path": "input", "help": "a .jsonl/.json/.parquet file or a hub dataset id owner/name"}
+    )
     layout: str = field(default="auto", metadata={"help": f"row layout: {layout_names()}"})
     layout_options: dict[str, Any] | None = field(
         default=None, metadata={"help": 'the layout\'s options as JSON, e.g. {"axis": "safer"} (docs/data-layouts.md)'})

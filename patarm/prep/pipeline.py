@@ -16,9 +16,10 @@ already matches its config and input hashes is skipped, and teacher calls are ca
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from patarm.config import RunArguments, unknown_keys_error
 from patarm.prep.io import describe_input, read_manifest, step_is_done

@@ -16,9 +16,10 @@ A runner reads its input(s), does one thing, and writes its dataset(s) plus `man
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from patarm.data import Manifest, PreferencePair
 from patarm.judge import load_template
@@ -96,7 +97,9 @@ class PairwiseConfig(_OneInput):
     template: str = _help("judge template name or YAML path", "pairwise")
     rubric_mode: str | None = _help("primary / generated / adaptive (default: the template's)", None)
     swap_every: int = _help("show every k-th pair with chosen as B (against position bias)", 2)
-    intersect_with: str | None = _help("keep only pairs also in this step's pairs (the pointwise subset)", None, path=True)
+    intersect_with: str | None = _help(
+        "keep only pairs also in this step's pairs (the pointwise subset)", None, path=True
+    )
     seed: int | None = _help("teacher sampling seed", None)
 
     def input_paths(self) -> list[str]:

@@ -51,7 +51,7 @@ def canonical_domain(domain: str | None) -> str:
     return DOMAIN_ALIASES.get(domain, domain)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def load_primary_rubrics(domain: str | None, extra_dirs: tuple[str, ...] = ()) -> tuple[Rubric, ...]:
     """The primary rubrics of `domain`; files in `extra_dirs` override the bundled ones."""
     name = canonical_domain(domain)

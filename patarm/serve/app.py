@@ -11,9 +11,10 @@ import logging
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable, Hashable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable, Hashable
+from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
 from fastapi.responses import JSONResponse
@@ -23,8 +24,16 @@ from patarm.serve.guard import Guard
 from patarm.serve.idempotency import IdempotencyCache, IdempotencyConflict, body_hash
 from patarm.serve.metrics import CONTENT_TYPE, ServeMetrics
 from patarm.serve.queries import split_query
-from patarm.serve.schemas import (REQUEST_ID_PATTERN, ChatRequest, JudgeRequest, JudgeResponse, JudgeResult,
-                                  JudgmentOut, RewardRequest, RewardResponse)
+from patarm.serve.schemas import (
+    REQUEST_ID_PATTERN,
+    ChatRequest,
+    JudgeRequest,
+    JudgeResponse,
+    JudgeResult,
+    JudgmentOut,
+    RewardRequest,
+    RewardResponse,
+)
 from patarm.serve.scorer import Sampling, ScoreItem, Scorer, ScoreResult
 
 JUDGE_KEY = "judge"

@@ -13,9 +13,10 @@ import asyncio
 import math
 import time
 from collections import deque
+from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Sequence
+from typing import Any
 
 # run(key, payloads) -> one result per payload, in order
 RunFn = Callable[[Hashable, list[Any]], Sequence[Any]]

@@ -12,7 +12,8 @@ import os
 import random
 import time
 import uuid
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 
@@ -57,7 +58,7 @@ class JudgeClient:
             self._http.close()
             self._http = None
 
-    def __enter__(self) -> "JudgeClient":
+    def __enter__(self) -> JudgeClient:
         return self
 
     def __exit__(self, *exc: Any) -> None:

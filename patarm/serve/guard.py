@@ -12,7 +12,8 @@ import asyncio
 import hmac
 import json
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from patarm.serve.metrics import ServeMetrics
 

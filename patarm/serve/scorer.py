@@ -12,12 +12,13 @@ from __future__ import annotations
 import functools
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.data.schema import Messages
-from patarm.judge.judgment import Judgment
+from patarm.judge.judgment import Judgment, mean_score
 from patarm.judge.parse import parse_judgment
 from patarm.judge.templates import PROMPT_DIR, JudgeTemplate, load_template, render_pointwise
 from patarm.judge.truncate import PromptFitter
@@ -75,11 +76,6 @@ class Prepared:
     skill: bool = False
 
 
-def mean_score(scores: Sequence[float | None]) -> float | None:
-    valid = [s for s in scores if s is not None]
-    return sum(valid) / len(valid) if valid else None
-
-
 class Scorer:
     """Base class: subclasses implement `run` (and `complete` if they can chat)."""
 
@@ -102,7 +98,7 @@ class Scorer:
         raise NotImplementedError(f"{type(self).__name__} does not serve chat completions")
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bundled_templates() -> frozenset[str]:
     return frozenset(p.stem for p in PROMPT_DIR.glob("*.yaml"))
 
@@ -169,8 +165,12 @@ class JudgeScorer(Scorer):
             backend = self.backend
             options = getattr(backend, "options", None)
             if n > 1 and options is not None and options.temperature <= 0:
-                backend = with_sampling(backend, Sampling(max_tokens=options.max_new_tokens,
-                                                          temperature=self.VOTING_TEMPERATURE, top_p=options.top_p, n=n))
+                backend = with_sampling(
+                    backend,
+                    Sampling(
+                        max_tokens=options.max_new_tokens, temperature=self.VOTING_TEMPERATURE, top_p=options.top_p, n=n
+                    ),
+                )
             texts = backend.generate([prepared[i].messages for i in indices], num_samples=n)
             for i, t in zip(indices, texts):
                 outputs[i] = t

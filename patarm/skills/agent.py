@@ -11,11 +11,12 @@ run resources plus the items given in ``final_answer``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
-from patarm.judge.judgment import EvidenceItem, Judgment
 from patarm.backends.base import AssistantTurn, ToolCall
+from patarm.judge.judgment import EvidenceItem, Judgment
 from patarm.skills.package import Resource, Skill
 from patarm.skills.session import SkillSession
 
@@ -57,10 +58,18 @@ class AgentResult:
 def _task_message(sample: dict[str, Any]) -> str:
     cands = sample["candidates"]
     body = "\n\n".join(f"<candidate index={i}>\n{c}\n</candidate>" for i, c in enumerate(cands))
-    goal = ("score the single candidate" if len(cands) == 1 else
-            "decide which of the two candidates is better" if len(cands) == 2 else f"select the best of {len(cands)} candidates")
-    return (f"Domain: {sample.get('domain') or 'unknown'}. Task: {goal}.\n\n<prompt>\n{sample.get('prompt', '')}\n</prompt>\n\n"
-            f"{body}\n\nUse the tools to gather evidence, then call final_answer.")
+    goal = (
+        "score the single candidate"
+        if len(cands) == 1
+        else "decide which of the two candidates is better"
+        if len(cands) == 2
+        else f"select the best of {len(cands)} candidates"
+    )
+    return (
+        f"Domain: {sample.get('domain') or 'unknown'}. Task: {goal}.\n\n"
+        f"<prompt>\n{sample.get('prompt', '')}\n</prompt>\n\n"
+        f"{body}\n\nUse the tools to gather evidence, then call final_answer."
+    )
 
 
 def _execute(session: SkillSession, call: ToolCall, final: list[dict]) -> str:
@@ -73,7 +82,9 @@ def _execute(session: SkillSession, call: ToolCall, final: list[dict]) -> str:
         if call.name == "view_resource":
             return session.view_resource(str(call.arguments["id"]))
         if call.name == "run_resource":
-            return json.dumps(session.run_resource(str(call.arguments["id"]), **dict(call.arguments.get("arguments") or {})))
+            return json.dumps(
+                session.run_resource(str(call.arguments["id"]), **dict(call.arguments.get("arguments") or {}))
+            )
         if call.name == "python_sandbox":
             from patarm.verify.sandbox import run_python
 
@@ -98,7 +109,9 @@ def _record_final(session: SkillSession, final: dict) -> None:
         except (TypeError, ValueError):
             continue
         if 0 <= i < len(session.evidence):
-            session.add_evidence(i, EvidenceItem(str(row["criterion"]), str(row.get("observation", "")), row.get("assessment")))
+            session.add_evidence(
+                i, EvidenceItem(str(row["criterion"]), str(row.get("observation", "")), row.get("assessment"))
+            )
 
 
 def _decision_fallback(stated: str, k: int, decision: str | None) -> tuple[int | None, str | None]:
@@ -115,16 +128,24 @@ def run_agent(skill: Skill, sample: dict[str, Any], chat: ChatFn, mounted: Seque
               max_turns: int = 8, rules_id: str | None = None) -> AgentResult:
     """Judge `sample` ({prompt, candidates, domain}) with `skill` through tool calls of `chat`."""
     session = SkillSession(skill, sample, mounted)
-    listing = "\n".join(f"- {r['id']} ({r['type']}, {r['action']}): {r['description']}" for r in session.list_resources())
+    listing = "\n".join(
+        f"- {r['id']} ({r['type']}, {r['action']}): {r['description']}" for r in session.list_resources()
+    )
     messages: list[dict] = [
-        {"role": "system", "content": f"{skill.procedure}\n\nResources (names only; view or run on demand):\n{listing}"},
-        {"role": "user", "content": _task_message(sample)}]
+        {
+            "role": "system",
+            "content": f"{skill.procedure}\n\nResources (names only; view or run on demand):\n{listing}",
+        },
+        {"role": "user", "content": _task_message(sample)},
+    ]
     final: list[dict] = []
     turns, forced = 0, False
     while not final and turns <= max_turns:
         forced = turns == max_turns
         if forced:
-            messages.append({"role": "user", "content": "Turn limit reached: call final_answer now with your evidence."})
+            messages.append(
+                {"role": "user", "content": "Turn limit reached: call final_answer now with your evidence."}
+            )
         turn = chat(messages, TOOLS, "final_answer" if forced else None)
         turns += 1
         messages.append(turn.as_message())

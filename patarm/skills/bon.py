@@ -12,13 +12,15 @@ as evidence, and the skill's aggregation rules pick the index (ties → the lowe
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from patarm.config import RunArguments, check_positive
 from patarm.io import DataError, iter_jsonl
 from patarm.judge.judgment import EvidenceItem
+from patarm.models.settings import JudgeOptions, judge_field
 from patarm.skills.package import Skill
 from patarm.skills.session import SkillSession, mount
 
@@ -39,10 +41,11 @@ class BonArguments(RunArguments):
     source_prior: bool = field(default=False, metadata={"help":
                                "mount a cross-fitted calibration table of source accuracies (other folds' labels)"})
     limit: int | None = field(default=None, metadata={"help": "only the first N items"})
-    max_new_tokens: int = field(default=256, metadata={"help": "judgment length limit of the judge model"})
+    max_new_tokens: int | None = judge_field("max_new_tokens")
 
     def __post_init__(self) -> None:
-        check_positive(self, "limit", "max_new_tokens")
+        check_positive(self, "limit")
+        JudgeOptions.of(self)
 
 
 @dataclass
@@ -94,7 +97,9 @@ def cross_fitted_priors(items: Sequence[PoolItem], folds: int = 2) -> list[dict[
     tables = []
     for f in range(folds):
         held = [it for i, it in enumerate(items) if i % folds != f]
-        tables.append({s: sum(it.correct[k] for it in held) / max(1, len(held)) for k, s in enumerate(items[0].sources)})
+        tables.append(
+            {s: sum(it.correct[k] for it in held) / max(1, len(held)) for k, s in enumerate(items[0].sources)}
+        )
     return [tables[i % folds] for i in range(len(items))]
 
 
@@ -147,9 +152,8 @@ def model_judge(backend: Any, skill: Skill, domain: str) -> JudgeFn:
     """A JudgeFn that asks a judge model (any backend with `generate(messages_list)`) for a pointwise
     score of every candidate through the skill's static routing; the score becomes `judge-score`."""
     from patarm.judge.parse import parse_judgment
-    from patarm.skills.router import parse_evidence, static_prompt
-
     from patarm.judge.templates import load_template
+    from patarm.skills.router import parse_evidence, static_prompt
 
     template = load_template("pointwise-compact", rubric_mode="primary")  # <eval> + <score>
 
@@ -181,8 +185,13 @@ def run_bon(args: BonArguments) -> dict[str, Any]:
     judge = None
     if args.model:
         from patarm.backends import GenerationOptions, make_backend
+        from patarm.models.settings import resolve_judge_options
 
-        backend = make_backend(args.model, GenerationOptions(max_new_tokens=args.max_new_tokens), name="bon judge")
+        values, _ = resolve_judge_options(args.model, JudgeOptions.of(args), "pointwise")
+        options = GenerationOptions(max_new_tokens=values["max_new_tokens"], temperature=values["temperature"],
+                                    enable_thinking=values["enable_thinking"],
+                                    max_prompt_tokens=values["max_prompt_tokens"])
+        backend = make_backend(args.model, options, name="bon judge")
         judge = model_judge(backend, skill, args.domain)
     modes = {"both": (False, True), "none": (False,), "mounted": (True,)}[args.reference]
     return {("with_reference" if with_ref else "without_reference"):

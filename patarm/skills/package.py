@@ -16,14 +16,14 @@ test suite) are not in the manifest: they are mounted per sample with content in
 
 from __future__ import annotations
 
-import difflib
-
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from patarm.config import nearest
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]  # the `patarm` package folder
 BANK_DIR = Path(__file__).resolve().parent / "bank"  # skills shipped with patarm
@@ -134,9 +134,10 @@ def find_skill(name_or_path: str | Path, bank: str | Path = BANK_DIR) -> Skill:
     if candidate.is_dir():
         return load_skill(candidate)
     names = sorted(p.name for p in Path(bank).iterdir() if (p / "SKILL.md").is_file())
-    match = difflib.get_close_matches(str(name_or_path), names, n=1)
-    hint = f" (did you mean {match[0]!r}?)" if match else ""
-    raise ValueError(f"no skill {str(name_or_path)!r}{hint}: not a folder, and the bank {bank} has {names}")
+    raise ValueError(
+        f"no skill {str(name_or_path)!r}{nearest(str(name_or_path), names)}: not a folder, and the bank {bank} "
+        f"has {names}"
+    )
 
 
 def list_skills(bank: str | Path = BANK_DIR) -> list[dict[str, str]]:

@@ -18,8 +18,9 @@ Best-of-N picks the highest score; ties go to the lowest index (deterministic).
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.judge.judgment import EvidenceItem, Judgment
 

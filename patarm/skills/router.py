@@ -10,7 +10,8 @@ the mounted sample-specific resources. The judge writes its evidence in ``<eval>
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.judge.judgment import EvidenceItem
 from patarm.judge.templates import neutralize, render_conversation
@@ -43,7 +44,11 @@ def _verifier_block(session: SkillSession, candidate: int = 0, only: Sequence[st
     """Run the verifiers in scope for this sample (or only those named) and list the evidence they produced
     for `candidate`."""
     for resource in session.skill.resources.values():
-        if resource.type == "verifier" and resource.applies_to(session.domain) and (only is None or resource.id in only):
+        if (
+            resource.type == "verifier"
+            and resource.applies_to(session.domain)
+            and (only is None or resource.id in only)
+        ):
             session.run_resource(resource.id)
     items = session.evidence[candidate] if session.evidence else []
     return "\n".join(f"- {e.criterion} :: {e.assessment} :: {e.observation}" for e in items)

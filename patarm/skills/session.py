@@ -12,8 +12,9 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import yaml
 
@@ -113,7 +114,9 @@ class SkillSession:
         for row in observation.get("evidence", []):
             i = int(row["candidate"])
             if 0 <= i < len(self.evidence):
-                self.evidence[i].append(EvidenceItem(row["criterion"], row.get("observation", ""), row.get("assessment")))
+                self.evidence[i].append(
+                    EvidenceItem(row["criterion"], row.get("observation", ""), row.get("assessment"))
+                )
         self.trace.append({"action": "run_resource", "id": rid, "args": args, "observation": observation})
         return observation
 
@@ -137,7 +140,9 @@ class SkillSession:
 
     def judgments(self) -> list[Judgment]:
         """One Judgment per candidate holding its evidence items (score not yet read out)."""
-        return [Judgment(text="", evidence=list(items), criteria=[e.criterion for e in items]) for items in self.evidence]
+        return [
+            Judgment(text="", evidence=list(items), criteria=[e.criterion for e in items]) for items in self.evidence
+        ]
 
     def pointwise(self, rules: dict | None = None) -> list[Judgment]:
         """K = 1 per candidate: each Judgment with its score read out from the evidence."""

@@ -16,7 +16,12 @@ from typing import Any
 import yaml
 
 from patarm.skills.package import (
-    ACTIONS, MANIFEST_DEFAULT, NAME_RE, RESOURCE_TYPES, resolve_path, split_frontmatter,
+    ACTIONS,
+    MANIFEST_DEFAULT,
+    NAME_RE,
+    RESOURCE_TYPES,
+    resolve_path,
+    split_frontmatter,
 )
 
 RESOURCE_FIELDS = {"id", "type", "scope", "action", "path", "description", "function"}
@@ -57,7 +62,9 @@ def _frontmatter(folder: Path, problems: list[Problem]) -> dict[str, Any] | None
         return None
     name, desc = meta.get("name"), meta.get("description")
     if not isinstance(name, str) or not NAME_RE.match(name) or len(name) > MAX_NAME:
-        problems.append(Problem(str(path), "name", f"must be kebab-case (a-z, 0-9, '-'), <= {MAX_NAME} chars; got {name!r}"))
+        problems.append(
+            Problem(str(path), "name", f"must be kebab-case (a-z, 0-9, '-'), <= {MAX_NAME} chars; got {name!r}")
+        )
     elif name != folder.name:
         problems.append(Problem(str(path), "name", f"{name!r} does not match the folder name {folder.name!r}"))
     if not isinstance(desc, str) or not desc.strip():

@@ -150,8 +150,14 @@ def reference_match(context: dict, **_: Any) -> dict:
     rows = []
     for i, text in enumerate(context["candidates"]):
         ok = solution_correct(str(reference), text)
-        rows.append({"candidate": i, "criterion": "reference-match", "assessment": "pass" if ok else "fail",
-                     "observation": f"final answer {final_answer(text)!r} vs reference {final_answer(str(reference))!r}"})
+        rows.append(
+            {
+                "candidate": i,
+                "criterion": "reference-match",
+                "assessment": "pass" if ok else "fail",
+                "observation": f"final answer {final_answer(text)!r} vs reference {final_answer(str(reference))!r}",
+            }
+        )
     return {"evidence": rows}
 
 
@@ -209,8 +215,12 @@ def ifeval_checks(context: dict, **_: Any) -> dict:
     spec = _mounted(context, "constraints")
     if not isinstance(spec, dict) or "instruction_id_list" not in spec:
         return {"error": "no constraints mounted (a resource 'constraints-…' with instruction_id_list, kwargs)"}
-    row = {"key": spec.get("key", 0), "prompt": spec.get("prompt", context.get("prompt", "")),
-           "instruction_id_list": spec["instruction_id_list"], "kwargs": spec.get("kwargs") or [{}] * len(spec["instruction_id_list"])}
+    row = {
+        "key": spec.get("key", 0),
+        "prompt": spec.get("prompt", context.get("prompt", "")),
+        "instruction_id_list": spec["instruction_id_list"],
+        "kwargs": spec.get("kwargs") or [{}] * len(spec["instruction_id_list"]),
+    }
     rows = []
     for i, text in enumerate(context["candidates"]):
         result = check_response(row, text)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+STAGES = ("sft", "grpo", "bt")
 # Options most runs set, shown by --help beside the stage's own (the rest: --help-all).
 COMMON = ("model_name_or_path", "dtype", "use_peft", "lora_r", "output_dir", "seed", "learning_rate",
           "lr_scheduler_type", "num_train_epochs", "max_steps", "per_device_train_batch_size",
@@ -27,10 +28,14 @@ def stage_types(stage: str) -> tuple[type, ...]:
     if stage == "grpo":
         from patarm.train.grpo import GRPODataArguments, PaTaRMGRPOConfig
         return GRPODataArguments, PaTaRMGRPOConfig, ModelConfig
-    from trl import RewardConfig
+    if stage == "bt":
+        from trl import RewardConfig
 
-    from patarm.train.bt import BTDataArguments
-    return BTDataArguments, RewardConfig, ModelConfig
+        from patarm.train.bt import BTDataArguments
+        return BTDataArguments, RewardConfig, ModelConfig
+    from patarm.config import nearest
+
+    raise ValueError(f"unknown training stage {stage!r}{nearest(stage, list(STAGES))}; stages: {', '.join(STAGES)}")
 
 
 def stage_defaults(stage: str) -> dict[str, Any]:
@@ -54,6 +59,21 @@ def parse_args(stage: str, argv: list[str]) -> tuple[Any, ...]:
     types = stage_types(stage)
     return parse_stage(types, argv, prog=f"patarm {stage}", description=_description(stage), primary=types[:1],
                        common=COMMON, defaults=stage_defaults(stage))
+
+
+def run_stage(stage: str, parsed: tuple[Any, ...]) -> str:
+    """Train and save one stage from its parsed (data, training, model) arguments, as `patarm <stage>` does;
+    returns the output folder. The trainer is dropped and collected, so a recipe's next stage starts with its
+    memory free."""
+    import gc
+    import importlib
+
+    data, args, model_args = parsed
+    if not model_args.model_name_or_path:
+        raise ValueError(f"patarm {stage}: set model_name_or_path (a folder, a hub id, or `tiny`)")
+    importlib.import_module(f"patarm.train.{stage}").train(data, args, model_args)
+    gc.collect()
+    return args.output_dir
 
 
 def _description(stage: str) -> str:

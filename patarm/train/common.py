@@ -8,8 +8,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from transformers import TrainerCallback
 from transformers.trainer_callback import ProgressCallback
@@ -60,14 +61,27 @@ def cpu_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[bool, str]:
     return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
 
 
+def precision_sentence(bf16: bool, fast: bool, why: str) -> str:
+    """The run log's one sentence on CPU precision: what was chosen and why (the default, or set against it)."""
+    chosen, default = ("bf16 autocast" if bf16 else "fp32"), ("bf16 autocast" if fast else "fp32")
+    if bf16 == fast:
+        return f"CPU training in {chosen}, the default here: {why}"
+    return f"CPU training in {chosen}, as set by bf16={str(bf16).lower()} (the default here is {default}: {why})"
+
+
+def require_input(path: str, what: str, remedy: str) -> None:
+    """Fail before any work when a stage's local input file is missing; `remedy` names the command that writes
+    it. A hub id (`owner/name`, no file suffix) is left to the loader."""
+    if Path(path).suffix and not Path(path).exists():
+        raise FileNotFoundError(f"{what} {path} does not exist; {remedy}")
+
+
 def setup_logging(args: Any) -> None:
     """Trackers write under the run's output folder (not the working directory), and wandb runs offline
     when no API key is configured, instead of failing or prompting. On a CPU the run log says which
     precision it trains in and why."""
     if getattr(args, "use_cpu", False):
-        fast, why = cpu_bf16()
-        logger.info("CPU training in %s; %s, so the default here is %s", "bf16 autocast" if args.bf16 else "fp32",
-                    why, "bf16 autocast" if fast else "fp32")
+        logger.info(precision_sentence(bool(args.bf16), *cpu_bf16()))
     targets = [args.report_to] if isinstance(args.report_to, str) else list(args.report_to or [])
     if "wandb" in targets or "all" in targets:
         os.environ.setdefault("WANDB_DIR", str(args.output_dir))
@@ -92,7 +106,9 @@ def resolve_resume(resume: str | bool | None, output_dir: str) -> str | None:
     if resume in (True, "true", "True", "last"):
         done = complete_checkpoints(output_dir)
         if not done:
-            raise FileNotFoundError(f"no complete checkpoint (with {COMPLETE_MARKER}) under {output_dir} to resume from")
+            raise FileNotFoundError(
+                f"no complete checkpoint (with {COMPLETE_MARKER}) under {output_dir} to resume from"
+            )
         return str(done[-1])
     if not (Path(resume) / COMPLETE_MARKER).is_file():
         raise FileNotFoundError(f"{resume} is not a complete checkpoint (no {COMPLETE_MARKER}); it may be half-written")

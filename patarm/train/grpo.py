@@ -11,26 +11,35 @@ by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, import_object
 from patarm.data import PreferencePair, load_pairs
 from patarm.judge import JudgeTemplate, load_template, render_pointwise
+from patarm.judge.truncate import truncate_judge_rows
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, thinking_switch, train_and_save,
+    AtomicCheckpointMixin,
+    JsonlMetricsCallback,
+    load_model,
+    require_input,
+    setup_logging,
+    thinking_switch,
+    train_and_save,
 )
-from patarm.judge.truncate import truncate_judge_rows
 from patarm.train.speed import (
-    attention_accepts_block_mask, compact_lm_head, shared_prefix_generate, shared_prefix_logps,
+    attention_accepts_block_mask,
+    compact_lm_head,
+    shared_prefix_generate,
+    shared_prefix_logps,
 )
 
 logger = logging.getLogger(__name__)
@@ -47,7 +56,9 @@ class GRPODataArguments(RunArguments):
     max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
     judge_template: str = field(default="pointwise", metadata={"help": "Judge prompt template name or YAML path."})
     rubric_mode: str = field(default="adaptive", metadata={"help": "primary | generated | adaptive (paper Table 4)."})
-    score_range: list[float] | None = field(default=None, metadata={"help": "Score range, default the template's (1 10)."})
+    score_range: list[float] | None = field(
+        default=None, metadata={"help": "Score range, default the template's (1 10)."}
+    )
     margin: str = field(default="graded", metadata={
         "help": "PAR margin f(δ): 'graded' (1.2 / 1.4 at δ>2), 'constant' (1.3) or a dotted path to a function."})
     reward: str = field(default="par", metadata={
@@ -69,7 +80,8 @@ class GRPODataArguments(RunArguments):
 @dataclass
 class PaTaRMGRPOConfig(GRPOConfig):
     """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through, plus
-    the speed switches of `patarm.train.speed` (default: on where bench/mfu.py measured that they pay)."""
+    the speed switches of `patarm.train.speed` (default: on where bench/mfu.py measured that they pay). A batch that
+    would split a pair's rollouts across reward calls is refused here, before any model loads."""
 
     shared_prefix_loss: bool | None = field(default=None, metadata={
         "help": "score the G rollouts of a prompt in one packed sequence, so the prompt's forward and backward run "
@@ -83,13 +95,17 @@ class PaTaRMGRPOConfig(GRPOConfig):
                 "to half precision once per generation batch instead of once per decoded token (autocast's cast "
                 "cache; ignored with vLLM)"})
 
+    def __post_init__(self):
+        super().__post_init__()  # fills in steps_per_generation
+        check_pair_batching(self.per_device_train_batch_size, self.steps_per_generation, self.num_generations)
+
 
 class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
-    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process."""
+    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process
+    (the batch arithmetic that makes this possible is checked by PaTaRMGRPOConfig), with the speed switches."""
 
     def __init__(self, *args, **kwargs):
         cfg = kwargs["args"]
-        check_pair_batching(cfg.per_device_train_batch_size, cfg.steps_per_generation, cfg.num_generations)
         super().__init__(*args, **kwargs)
         compact_lm_head()
         on_cpu = self.accelerator.device.type == "cpu"
@@ -189,16 +205,15 @@ class LogAtTrainBegin(TrainerCallback):
 
 def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTemplate], list]:
     """The function named by 'package.module:function' (or 'package.module.function')."""
-    module_name, _, attr = spec.replace(":", ".").rpartition(".")
-    try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError, ValueError) as err:
-        raise ValueError(f"prompt_builder {spec!r} is not an importable 'package.module:function' ({err})") from None
+    return import_object(spec, "prompt_builder")
 
 
-def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate | str | None = None,
-                        rubric_mode: str | None = None,
-                        build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None) -> list[dict[str, Any]]:
+def pairs_to_judge_rows(
+    pairs: Iterable[PreferencePair],
+    template: JudgeTemplate | str | None = None,
+    rubric_mode: str | None = None,
+    build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None,
+) -> list[dict[str, Any]]:
     """Each pair as two conversational GRPO rows (chosen first) sharing a `pair_id`, so the pair-preserving
     sampler and the PAR reward can put them back together. `build` makes each prompt instead of the template."""
     template = load_template(template or "pointwise", rubric_mode=rubric_mode)
@@ -210,6 +225,12 @@ def pairs_to_judge_rows(pairs: Iterable[PreferencePair], template: JudgeTemplate
 
 def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     """Pairs → two judge-prompt rows each (chosen, rejected); returns the rows and the load manifest."""
+    require_input(
+        data.train_file,
+        "GRPO's RL set",
+        "write it with `patarm prep run --config configs/prep/<recipe>.yaml "
+        f"--run_dir {data.run_dir}` (its `rl` step, rejection sampling), or pass --train_file PAIRS",
+    )
     loaded = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs)
     if not loaded.pairs:
         raise ValueError(f"{data.train_file}: no preference pairs to train on (manifest: {loaded.manifest.to_dict()})")
@@ -218,11 +239,23 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     return pairs_to_judge_rows(loaded.pairs, template, build=build), loaded.manifest.to_dict()
 
 
+def _require_start(model: str, run_dir: str) -> None:
+    """GRPO starts from the SFT judge (by default `{run_dir}/sft`): a missing folder names the stage that writes it."""
+    from pathlib import Path
+
+    from patarm.models import looks_like_path, parse_tiny_spec
+
+    if parse_tiny_spec(model) is None and looks_like_path(model) and not Path(model).exists():
+        raise FileNotFoundError(f"GRPO's starting judge {model} does not exist; write it with `patarm sft --config "
+                                f"configs/sft/<recipe>.yaml --run_dir {run_dir}`, or pass --model_name_or_path")
+
+
 def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConfig) -> PaTaRMGRPOTrainer:
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
     setup_logging(args)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
     rows, manifest = judge_rows(data)
+    _require_start(model_args.model_name_or_path, data.run_dir)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
     data.enable_thinking = thinking_switch(data.enable_thinking, model_args.model_name_or_path)
@@ -230,7 +263,7 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     args.chat_template_kwargs = {"enable_thinking": data.enable_thinking, **(args.chat_template_kwargs or {})}
     truncated = 0
     if data.max_prompt_length:
-        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length, template)
+        rows, truncated = truncate_judge_rows(rows, tokenizer, data.max_prompt_length)
     logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
     rewards = PairRewards(template, data.margin, kind=data.reward, label_threshold=data.label_threshold)
     trainer = PaTaRMGRPOTrainer(

@@ -28,7 +28,11 @@ from trl import ModelConfig, SFTConfig, SFTTrainer, get_peft_config
 from patarm.config import RunArguments
 from patarm.io import DataError, iter_jsonl
 from patarm.train.common import (
-    AtomicCheckpointMixin, JsonlMetricsCallback, load_model, setup_logging, train_and_save,
+    AtomicCheckpointMixin,
+    JsonlMetricsCallback,
+    load_model,
+    setup_logging,
+    train_and_save,
 )
 from patarm.train.speed import compact_lm_head
 
@@ -46,8 +50,13 @@ class SFTDataArguments(RunArguments):
         metadata={"path": "input", "help": "judgment corpora (jsonl rows with `messages`): by default the pointwise "
                   "and pairwise SFT sets `patarm prep` writes into the run folder"})
     max_rows: int | None = field(default=None, metadata={"help": "use at most this many rows (after mixing)"})
-    judge_template: str | None = field(default=None, metadata={"help": "the pointwise template the corpus was "
-                                       "rendered with, recorded for `patarm judge`/`eval` (default: read from the rows)"})
+    judge_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "the pointwise template the corpus was "
+            "rendered with, recorded for `patarm judge`/`eval` (default: read from the rows)"
+        },
+    )
     rubric_mode: str | None = field(default=None, metadata={"help": "the corpus's rubric mode, recorded likewise"})
     max_judgment_tokens: int | None = field(default=None, metadata={"help": "the judgment length judges of this run "
                                             "get by default (default: the corpus's longest judgment + 25 %)"})
@@ -77,10 +86,16 @@ def _check_row(row: dict, path: str, index: int) -> dict:
     if not isinstance(messages, list) or not messages:
         raise DataError(path, index, "messages", "missing_field", "an SFT row needs a non-empty 'messages' list")
     for m in messages:
-        if not isinstance(m, dict) or not isinstance(m.get("content"), str) or m.get("role") not in ("system", "user", "assistant"):
+        if (
+            not isinstance(m, dict)
+            or not isinstance(m.get("content"), str)
+            or m.get("role") not in ("system", "user", "assistant")
+        ):
             raise DataError(path, index, "messages", "wrong_type", "each message needs a role and text content")
     if messages[-1]["role"] != "assistant" or not messages[-1]["content"].strip():
-        raise DataError(path, index, "messages", "bad_prompt", "the last message must be the judge's (assistant) judgment")
+        raise DataError(
+            path, index, "messages", "bad_prompt", "the last message must be the judge's (assistant) judgment"
+        )
     return {"messages": messages, "template": row.get("template") if row.get("kind", "pointwise") == "pointwise"
             else None, "rubric_mode": row.get("rubric_mode")}
 
@@ -137,8 +152,10 @@ def choose_loss_format(requested: str, tokenizer: Any, args: SFTConfig) -> str:
         else:
             requested = "messages" if template_marks_assistant(tokenizer) else "prompt-completion"
     elif requested == "messages" and not template_marks_assistant(tokenizer):
-        raise ValueError("loss_format 'messages' needs a chat template with {% generation %} markers or one TRL ships a "
-                         "training variant of; this tokenizer's has neither. Use loss_format prompt-completion (or auto)")
+        raise ValueError(
+            "loss_format 'messages' needs a chat template with {% generation %} markers or one TRL ships a "
+            "training variant of; this tokenizer's has neither. Use loss_format prompt-completion (or auto)"
+        )
     args.assistant_only_loss = requested == "messages"
     args.completion_only_loss = requested == "prompt-completion"
     why = {"messages": "messages rows, TRL's assistant_only_loss (the chat template marks the assistant turn)",
@@ -163,10 +180,12 @@ def check_lengths(input_ids: list, max_length: int, files: list[str]) -> None:
     """Padding-free batches are not cut to `max_length` by TRL: refuse rows that would have been cut."""
     long = [i for i, ids in enumerate(input_ids) if len(ids) > max_length]
     if long:
-        raise ValueError(f"{len(long)} SFT row(s) of {', '.join(files)} are longer than max_length={max_length} tokens "
-                         f"(e.g. row {long[0] + 1} of the rows read: {len(input_ids[long[0]])} tokens) and padding_free batches are not "
-                         "truncated: raise max_length, cut the prompts in prep (the prompt budget), or set "
-                         "padding_free: false")
+        raise ValueError(
+            f"{len(long)} SFT row(s) of {', '.join(files)} are longer than max_length={max_length} tokens "
+            f"(e.g. row {long[0] + 1} of the rows read: {len(input_ids[long[0]])} tokens) and padding_free batches "
+            "are not truncated: raise max_length, cut the prompts in prep (the prompt budget), or set "
+            "padding_free: false"
+        )
 
 
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:

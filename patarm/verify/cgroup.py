@@ -40,7 +40,7 @@ def _own_parent() -> tuple[Path, int] | None:
     """(folder, version) of the supervisor's memory cgroup, where child cgroups may be made."""
     with contextlib.suppress(OSError), open("/proc/self/cgroup", encoding="utf-8") as fh:
         lines = [line.rstrip("\n").split(":", 2) for line in fh]
-    for hid, controllers, path in (l for l in lines if len(l) == 3):
+    for hid, controllers, path in (parts for parts in lines if len(parts) == 3):
         if "memory" in controllers.split(","):
             mount = _v1_memory_mount()
             if mount is not None:
@@ -53,7 +53,7 @@ def _own_parent() -> tuple[Path, int] | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def parent() -> tuple[Path, int] | None:
     """Where run cgroups go, or None when this host gives us none (checked once per process)."""
     forced = os.environ.get(ENV_CGROUP, "")
@@ -77,7 +77,7 @@ class RunCgroup:
         self.procs_fd = os.open(path / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
 
     @classmethod
-    def create(cls, memory_bytes: int, where: tuple[Path, int]) -> "RunCgroup":
+    def create(cls, memory_bytes: int, where: tuple[Path, int]) -> RunCgroup:
         """A new cgroup under `where` limited to `memory_bytes` (RAM; swap too where the knob exists)."""
         folder, version = where
         path = folder / f"patarm-sbx-{uuid.uuid4().hex[:16]}"

@@ -9,9 +9,9 @@ pass@k uses the unbiased estimator 1 - C(n-c, k) / C(n, k) (Chen et al., 2021), 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from patarm.io import read_jsonl
 from patarm.verify.sandbox import Limits, SandboxPool, Verdict
@@ -94,9 +94,17 @@ def score(results: Iterable[SampleResult], ks: Sequence[int] = DEFAULT_KS, stric
             for k in ks if all(n >= k for n, _ in counts)}
 
 
-def evaluate(samples_path: str | Path, problems_path: str | Path | None = None, *, limits: Limits | None = None,
-             workers: int | None = None, ks: Sequence[int] = DEFAULT_KS, isolation_level: str = "auto", strict: bool = False,
-             allow_weak: bool | None = None) -> tuple[dict[str, float], list[SampleResult]]:
+def evaluate(
+    samples_path: str | Path,
+    problems_path: str | Path | None = None,
+    *,
+    limits: Limits | None = None,
+    workers: int | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+    isolation_level: str = "auto",
+    strict: bool = False,
+    allow_weak: bool | None = None,
+) -> tuple[dict[str, float], list[SampleResult]]:
     """pass@k (percent) of a samples file, and the per-sample results."""
     samples = read_jsonl(samples_path)
     for i, s in enumerate(samples):

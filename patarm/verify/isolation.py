@@ -72,7 +72,7 @@ def _world_executable(path: Path) -> bool:
         return False
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sandbox_python() -> str:
     """The interpreter for sandboxed programs (a plain stdlib Python; the venv is not needed).
 
@@ -120,7 +120,7 @@ def _system_binds() -> list[str]:
     return args
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def bwrap_features() -> frozenset[str]:
     """Options of the installed bwrap that the sandbox uses when present: `--size` (tmpfs sizes)
     and `--disable-userns` (no nested user namespaces), both bubblewrap >= 0.8."""
@@ -215,7 +215,7 @@ def _probe(level: str) -> bool:
     return out.returncode == 0 and out.stdout.strip() == "ok"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def level_available(level: str) -> bool:
     """Cached `_probe`: each level is tried once per process."""
     return _probe(level)

@@ -12,9 +12,9 @@ themselves, e.g. with `verify_many`'s process pool).
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 ANSWER_MARKERS = ("A:", "####")
 PARSE_TIMEOUT_S = 5  # per parse / verify call, main thread only

@@ -27,10 +27,10 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Iterable
 
 from patarm.verify import cgroup, isolation, uids
 from patarm.verify.supervise import Channels, Observed, supervise

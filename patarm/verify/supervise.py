@@ -15,8 +15,8 @@ import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 
 @dataclass
@@ -55,7 +55,7 @@ class Channels:
         self.token = token.encode()
         self._fds: dict[str, int] = {}
 
-    def __enter__(self) -> "Channels":
+    def __enter__(self) -> Channels:
         for name in ("token", "result", "report"):
             self._fds[name + "_r"], self._fds[name + "_w"] = os.pipe()
         os.write(self._fds["token_w"], self.token)

@@ -14,8 +14,8 @@ import random
 import signal
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 UID_BASE, UID_SPAN = 1_700_000_000, 1_000_000  # far above any real account
 

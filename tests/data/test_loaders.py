@@ -15,10 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from patarm.data import (
-    DataError, HubLoadError, LoadResult, Manifest, REASONS, load_pairs, pair_from_row,
+    REASONS,
+    DataError,
+    HubLoadError,
+    LoadResult,
+    Manifest,
+    load_pairs,
+    pair_from_row,
     write_pairs,
 )
-
 
 
 def user(text):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from helpers import run_cli
 from patarm.data import DataError, load_pairs
 from patarm.prep.io import read_pairs
-from helpers import run_cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

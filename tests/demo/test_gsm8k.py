@@ -6,7 +6,7 @@ from patarm.demo.gsm8k import data, metrics
 from patarm.demo.gsm8k.data import Problem
 from patarm.demo.gsm8k.evaluate import judge_template
 from patarm.demo.gsm8k.prompts import skill_prompt
-from patarm.demo.gsm8k.teacher import FAIL_SCORE, PASS_SCORE, NOT_MOUNTED, VerifierTeacher
+from patarm.demo.gsm8k.teacher import FAIL_SCORE, NOT_MOUNTED, PASS_SCORE, VerifierTeacher
 from patarm.judge import parse_judgment
 
 
@@ -83,7 +83,9 @@ def test_teacher_agrees_with_the_pool_flags(pool):
 def test_reference_is_in_the_prompt_only_when_disclosed():
     shown, hidden = (data.make_pairs([_problem(1)], 1, 0, d, "gsm8k-judge")[0] for d in (True, False))
     text = lambda msgs: "\n".join(m["content"] for m in msgs)  # noqa: E731
-    assert "reference-answer" in text(skill_prompt(shown, shown.chosen)) and "18" in text(skill_prompt(shown, shown.chosen))
+    assert "reference-answer" in text(skill_prompt(shown, shown.chosen)) and "18" in text(
+        skill_prompt(shown, shown.chosen)
+    )
     assert "reference-answer" not in text(skill_prompt(hidden, hidden.chosen))
 
 

@@ -35,7 +35,14 @@ def test_graded_scale_by_hand(evidence, score):
 
 def test_evidence_is_recomputed_from_the_solution():
     right, wrong, drift = (gather(QUESTION, s, "28") for s in (RIGHT, WRONG_STEP, NOT_FOLLOWING))
-    assert (right.correct, right.steps, right.wrong, right.last, right.follows, right.unused) == (True, 2, 0, "28", True, ("2",))
+    assert (right.correct, right.steps, right.wrong, right.last, right.follows, right.unused) == (
+        True,
+        2,
+        0,
+        "28",
+        True,
+        ("2",),
+    )
     assert (wrong.correct, wrong.wrong, wrong.follows) == (False, 1, True)  # 3*4=13 is wrong; 16+13=29 is right
     assert (drift.correct, drift.follows, drift.last) == (False, False, "28")
     hidden = gather(QUESTION, RIGHT, None)
@@ -62,15 +69,27 @@ def test_adaptive_teacher_writes_a_sample_specific_rubric_first():
         make_teacher("binary", "adaptive")
 
 
-@pytest.mark.parametrize("text, status", [
-    # the example: both answers 8, yet fail and 2
-    ("<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: fail\n</eval>\n<score>2</score>", "inconsistent"),
-    ("<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: pass\n</eval>\n<score>9</score>", "consistent"),
-    ("<eval>\nfinal answer :: 8\nreference answer :: 8.0\ncorrect :: pass\n</eval>\n<score>2</score>", "inconsistent"),
-    ("<eval>\nfinal answer :: 8\nreference answer :: not mounted\ncorrect :: fail\n</eval>\n<score>2</score>", "consistent"),
-    ("<eval>\nfinal answer :: 8\ncorrect :: pass\n</eval>\n<score>9</score>", "incomplete"),
-    ("<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: pass\n</eval>", "incomplete"),
-])
+@pytest.mark.parametrize(
+    "text, status",
+    [
+        # the example: both answers 8, yet fail and 2
+        (
+            "<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: fail\n</eval>\n<score>2</score>",
+            "inconsistent",
+        ),
+        ("<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: pass\n</eval>\n<score>9</score>", "consistent"),
+        (
+            "<eval>\nfinal answer :: 8\nreference answer :: 8.0\ncorrect :: pass\n</eval>\n<score>2</score>",
+            "inconsistent",
+        ),
+        (
+            "<eval>\nfinal answer :: 8\nreference answer :: not mounted\ncorrect :: fail\n</eval>\n<score>2</score>",
+            "consistent",
+        ),
+        ("<eval>\nfinal answer :: 8\ncorrect :: pass\n</eval>\n<score>9</score>", "incomplete"),
+        ("<eval>\nfinal answer :: 8\nreference answer :: 8\ncorrect :: pass\n</eval>", "incomplete"),
+    ],
+)
 def test_consistency_of_binary_judgments(text, status):
     assert check(text)[0] == status
 
@@ -169,7 +188,9 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
 
     args = parse_args(["--run_dir", str(tmp_path), "--seeds", "0", "1", "2", "--split_seed", "7"])
     seen = []
-    result = seeds.run_seeds(args, lambda a: seen.append((a.seed, a.split_seed, a.run_dir, a.seeds)) or _fake_report(a.seed))
+    result = seeds.run_seeds(
+        args, lambda a: seen.append((a.seed, a.split_seed, a.run_dir, a.seeds)) or _fake_report(a.seed)
+    )
     assert [s[:2] for s in seen] == [(0, 7), (1, 7), (2, 7)] and seen[1][2].endswith("seed-1") and seen[0][3] is None
     mean, se, values = result["summary"]["reference"]["grpo"]["best_of_n"]
     assert (mean, values) == (51.0, [50.0, 51.0, 52.0]) and abs(se - 1 / 3 ** 0.5) < 1e-12
@@ -177,8 +198,13 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
     runs = []
     out = ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path / "abl")], parse_args,
                             lambda a: runs.append(a) or _fake_report(0))
-    assert [a.ablation for a in runs] == ablations.names() and runs[1].run_dir == str(tmp_path / "abl" / runs[1].ablation)
-    assert out["rows"][0]["ablation"] == "baseline" and "| label-reward |" in (tmp_path / "abl" / "ablations.md").read_text()
+    assert [a.ablation for a in runs] == ablations.names() and runs[1].run_dir == str(
+        tmp_path / "abl" / runs[1].ablation
+    )
+    assert (
+        out["rows"][0]["ablation"] == "baseline"
+        and "| label-reward |" in (tmp_path / "abl" / "ablations.md").read_text()
+    )
 
 
 def test_the_recipe_flags_reach_the_stage_configs(tmp_path):

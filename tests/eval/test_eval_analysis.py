@@ -7,9 +7,9 @@ import json
 import random
 
 import pytest
-from helpers import run_cli
 from test_eval_harness import ScriptedJudge, drawer, jb_items
 
+from helpers import run_cli
 from patarm.eval import analysis, registry
 
 
@@ -125,7 +125,9 @@ def test_metrics_json_and_report_carry_intervals_baselines_and_probes(two_runs):
                                                   "unit": "prompts within strata", "wilson_where_degenerate": []}
     lo, hi = result["uncertainty"]["intervals"]["overall"]
     assert lo <= result["headline"] <= hi
-    assert result["bias"]["position"]["consistent"] == 3 and result["baselines"]["longer"]["overall"] == pytest.approx(200 / 3)
+    assert result["bias"]["position"]["consistent"] == 3 and result["baselines"]["longer"]["overall"] == pytest.approx(
+        200 / 3
+    )
     zero = json.loads((two_runs[1] / "judgebench" / "metrics.json").read_text())["uncertainty"]  # always-A: 0 of 3
     from patarm.eval.stats import wilson
 
@@ -151,7 +153,9 @@ def test_real_rmbench_longer_wins_by_an_independent_count(rmbench_dir):
     random.Random(0).shuffle(items)
     items = items[:60]
     rows = [{"id": it["id"], "domain": it["domain"], "lengths": [len(c) for c in it["candidates"]]} for it in items]
-    normal = sum(len(it["candidates"][i]) > len(it["candidates"][3 + i]) for it in items for i in range(3)) / (3 * len(items))
+    normal = sum(len(it["candidates"][i]) > len(it["candidates"][3 + i]) for it in items for i in range(3)) / (
+        3 * len(items)
+    )
     assert analysis.baselines(bench, rows, None)["longer"]["chat"]["normal"] == pytest.approx(100 * normal)
 
 

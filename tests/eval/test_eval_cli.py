@@ -85,7 +85,9 @@ def test_eval_run_on_real_files_with_tiny_model(tmp_path, tiny_judge, rmbench_di
             str(judgebench_dir), "--output", str(out), "--limit", "2", "--template", "pointwise-compact",
             "--max-new-tokens", "3", "--no-progress"]
     main(argv)
-    printed = {name: json.loads((out / name / "metrics.json").read_text())["metrics"] for name in ("rmbench", "judgebench")}
+    printed = {
+        name: json.loads((out / name / "metrics.json").read_text())["metrics"] for name in ("rmbench", "judgebench")
+    }
     summary = capsys.readouterr().out
     assert "rmbench:" in summary and "judgments valid" in summary and "report.md" in summary
     for name, n_judgments in (("rmbench", 12), ("judgebench", 4)):

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from patarm.eval import registry
 from patarm.backends import CachedBackend, GenerationCache
+from patarm.eval import registry
 from patarm.eval.harness import judge_items, limit_items, run_benchmark
-from patarm.eval.judging import JudgeOptions, win_counts
+from patarm.eval.judging import JudgingPlan, win_counts
 from patarm.eval.voting import should_stop
 
 _RESPONSE = re.compile(r"<response>\n(.*?)\n</response>", re.S)
@@ -75,7 +75,7 @@ def drawer(backend, temperature=0.0, cache=None):
 
 
 def test_pointwise_mean_records_and_metrics():
-    judged = judge_items("rmbench", rm_items(), drawer(ScriptedJudge()), JudgeOptions())
+    judged = judge_items("rmbench", rm_items(), drawer(ScriptedJudge()), JudgingPlan())
     record = judged[0].record
     assert record["score_chosen"] == [3, 5, 7] and record["score_rejected"] == [4, 4, 4]
     m = registry.get("rmbench").score([record])["chat"]
@@ -85,52 +85,52 @@ def test_pointwise_mean_records_and_metrics():
 
 def test_pairwise_both_orders_and_position_consistency():
     d = drawer(ScriptedJudge())
-    judged = judge_items("judgebench", jb_items(), d, JudgeOptions(mode="pairwise"))
+    judged = judge_items("judgebench", jb_items(), d, JudgingPlan(mode="pairwise"))
     assert [j.record["decisions"] for j in judged] == [["A", "B"], ["B", "A"], ["B", "A"]]
     assert all(all(j.consistent) for j in judged)
     assert [registry.get("judgebench").item_result(j.record) for j in judged] == [True, True, False]
-    biased = judge_items("judgebench", jb_items(), drawer(ScriptedJudge(bias="A")), JudgeOptions(mode="pairwise"))
+    biased = judge_items("judgebench", jb_items(), drawer(ScriptedJudge(bias="A")), JudgingPlan(mode="pairwise"))
     assert not any(c for j in biased for c in j.consistent)  # always "A": never consistent
     assert not any(registry.get("judgebench").item_result(j.record) for j in biased)  # the votes cancel
 
 
 def test_majority_and_mean_voting_at_n():
     backend = ScriptedJudge(flaky=3)  # every 3rd judgment unparseable
-    opts = JudgeOptions(num_samples=3, voting="majority")
+    opts = JudgingPlan(num_samples=3, voting="majority")
     judged = judge_items("judgebench", jb_items(), drawer(backend, temperature=1.0), opts)
     assert backend.calls == 3 * 2 * 3  # n samples x 2 candidates x 3 items
     for j in judged:
         assert isinstance(j.record["decisions"][0], list) and len(j.record["decisions"][0]) == 3
-    mean = judge_items("judgebench", jb_items(), drawer(ScriptedJudge(flaky=3), 1.0), JudgeOptions(num_samples=3))
+    mean = judge_items("judgebench", jb_items(), drawer(ScriptedJudge(flaky=3), 1.0), JudgingPlan(num_samples=3))
     assert mean[0].record["score_A"] == 10 and mean[0].record["score_B"] == 5  # mean of the valid samples
 
 
 def test_greedy_samples_are_generated_once():
     backend = ScriptedJudge()
-    judge_items("judgebench", jb_items(), drawer(backend, temperature=0.0), JudgeOptions(num_samples=4))
+    judge_items("judgebench", jb_items(), drawer(backend, temperature=0.0), JudgingPlan(num_samples=4))
     assert backend.calls == 6  # one per response: identical greedy samples are generated once and reused
 
 
 def test_adaptive_exact_matches_majority_with_fewer_calls():
-    opts = JudgeOptions(mode="pairwise", num_samples=8, voting="adaptive")
+    opts = JudgingPlan(mode="pairwise", num_samples=8, voting="adaptive")
     d = drawer(ScriptedJudge(), temperature=1.0)
     adaptive = judge_items("judgebench", jb_items(), d, opts)
     fixed = judge_items("judgebench", jb_items(), drawer(ScriptedJudge(), 1.0),
-                        JudgeOptions(mode="pairwise", num_samples=8, voting="majority"))
+                        JudgingPlan(mode="pairwise", num_samples=8, voting="majority"))
     bench = registry.get("judgebench")
     assert [bench.item_result(a.record) for a in adaptive] == [bench.item_result(f.record) for f in fixed]
     # a unanimous judge: after 4 draws the lead (8) could still be tied by the 8 votes left; after 5 (10 > 6) not
     assert [a.draws for a in adaptive] == [{"0,1": 5}] * 3
     assert d.stats.used == 3 * 5 * 2
     lenient = drawer(ScriptedJudge(), temperature=1.0)
-    judge_items("judgebench", jb_items(), lenient, JudgeOptions(mode="pairwise", num_samples=8, voting="adaptive",
+    judge_items("judgebench", jb_items(), lenient, JudgingPlan(mode="pairwise", num_samples=8, voting="adaptive",
                                                                  confidence=0.95))
     assert lenient.stats.used < d.stats.used
 
 
 def test_adaptive_pointwise_rmbench_uses_fewer_calls():
     d = drawer(ScriptedJudge(), temperature=1.0)
-    judged = judge_items("rmbench", rm_items(), d, JudgeOptions(num_samples=6, voting="adaptive"))
+    judged = judge_items("rmbench", rm_items(), d, JudgingPlan(num_samples=6, voting="adaptive"))
     assert judged[0].record["votes"][2][0] > 0 and judged[0].record["votes"][0][0] < 0
     assert d.stats.used == 6 * 4  # unanimous: each comparison closes after 4 of 6 draws
     assert set(judged[0].draws.values()) == {4}
@@ -151,7 +151,7 @@ def test_exact_stop_rule_never_changes_the_outcome(a, b, n_left, per_draw):
 def test_pairwise_needs_comparisons():
     items = [{"id": 1, "subset": "Math", "prompt": "q", "candidates": ["a", "b"], "num_correct": 1}]
     with pytest.raises(ValueError, match="pointwise"):
-        judge_items("rewardbench2", items, drawer(ScriptedJudge()), JudgeOptions(mode="pairwise"))
+        judge_items("rewardbench2", items, drawer(ScriptedJudge()), JudgingPlan(mode="pairwise"))
     # samples: (3, 3) a tie at the top counts for both; (5, 1) for the first; (None, None) for nobody
     assert win_counts([[3, 5, None], [3, 1, None]]) == [2.0, 1.0]
 
@@ -159,10 +159,12 @@ def test_pairwise_needs_comparisons():
 def test_cache_resumes_without_regenerating(tmp_path):
     path = tmp_path / "cache.sqlite"
     first = ScriptedJudge()
-    judge_items("judgebench", jb_items(), drawer(first, cache=GenerationCache(path)), JudgeOptions(mode="pairwise"))
+    judge_items("judgebench", jb_items(), drawer(first, cache=GenerationCache(path)), JudgingPlan(mode="pairwise"))
     assert first.calls == 6
     again = ScriptedJudge()
-    out = judge_items("judgebench", jb_items(), drawer(again, cache=GenerationCache(path)), JudgeOptions(mode="pairwise"))
+    out = judge_items(
+        "judgebench", jb_items(), drawer(again, cache=GenerationCache(path)), JudgingPlan(mode="pairwise")
+    )
     assert again.calls == 0 and out[0].record["decisions"] == ["A", "B"]
     assert len(GenerationCache(path)) == 6
 
@@ -170,7 +172,7 @@ def test_cache_resumes_without_regenerating(tmp_path):
 def test_run_benchmark_writes_rescorable_samples(tmp_path):
     from patarm.eval.runner import rescore
 
-    result = run_benchmark("judgebench", jb_items(), drawer(ScriptedJudge()), JudgeOptions(mode="pairwise"), tmp_path)
+    result = run_benchmark("judgebench", jb_items(), drawer(ScriptedJudge()), JudgingPlan(mode="pairwise"), tmp_path)
     samples = tmp_path / "judgebench" / "samples.jsonl"
     rows = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(rows) == 3 and rows[0]["judge_outputs"]["0,1"]["ab"][0]["decision"] == "A"

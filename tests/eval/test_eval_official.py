@@ -150,7 +150,10 @@ def test_judgebench_real_files_match_official(judgebench_dir):
     metrics = judgebench.score(records)
     assert abs(metrics["overall"] - official_judgebench(records)) < TOL
     for prefix, name in judgebench.CATEGORIES:
-        assert abs(metrics[name] - official_judgebench(records, lambda p: p["source"].startswith(prefix))) < TOL
+        assert (
+            abs(metrics[name] - official_judgebench(records, lambda p, prefix=prefix: p["source"].startswith(prefix)))
+            < TOL
+        )
     for model, sub in metrics["by_response_model"].items():
         assert abs(sub["overall"] - official_judgebench([r for r in records if r["response_model"] == model])) < TOL
 

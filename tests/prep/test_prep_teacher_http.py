@@ -1,4 +1,5 @@
-"""The OpenAI-compatible backend behind the generation cache (as a prep teacher) against a real loopback HTTP server with injected faults.
+"""The OpenAI-compatible backend behind the generation cache (as a prep teacher) against a real loopback HTTP server
+with injected faults.
 
 The server answers from a fault plan keyed by each request's body: 500s, 503s, 429s, hangs past the
 client timeout, malformed and empty bodies. The client runs in a subprocess that is SIGKILLed

@@ -8,12 +8,12 @@ import types
 
 import pytest
 
-from patarm.judge import parse_judgment, render_pairwise, render_pointwise
-from patarm.demo.synthetic import make_pairs
 from patarm.backends import BackendError, CachedBackend, GenerationCache, GenerationOptions, make_backend
 from patarm.backends.hf import HFBackend
 from patarm.backends.vllm import VLLMBackend
+from patarm.demo.synthetic import make_pairs
 from patarm.demo.teacher import RuleTeacher
+from patarm.judge import parse_judgment, render_pairwise, render_pointwise
 
 PAIRS = make_pairs(12, seed=3)
 

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+from serve_fakes import FakeScorer
 
 from patarm.serve.app import ServeConfig, create_app
 from patarm.serve.server import ServerThread
-from serve_fakes import FakeScorer
 
 
 @contextlib.contextmanager

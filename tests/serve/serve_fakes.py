@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from patarm.judge.judgment import Judgment
 from patarm.serve.scorer import Sampling, ScoreItem, Scorer, ScoreResult, mean_score

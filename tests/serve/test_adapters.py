@@ -7,13 +7,13 @@ import urllib.request
 
 import numpy as np
 import pytest
-
 from conftest import running
+from serve_fakes import expected_score
+
 from patarm.serve.adapters import openrlhf as openrlhf_adapter
 from patarm.serve.adapters import verl as verl_adapter
 from patarm.serve.adapters.trl import JudgeReward
 from patarm.serve.client import JudgeClient, ServeError
-from serve_fakes import expected_score
 
 TOKEN = "adapter-token"
 CHATML = "<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n"

@@ -6,7 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-
 from conftest import running
 from serve_fakes import FakeScorer, expected_score
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from conftest import running
-from patarm.serve.client import JudgeClient
 from serve_fakes import FakeScorer, expected_score
+
+from patarm.serve.client import JudgeClient
 
 FAKE_SERVER = Path(__file__).with_name("serve_fakes.py")
 pytestmark = pytest.mark.slow

@@ -10,15 +10,15 @@ import time
 import httpx
 import pytest
 
-from patarm.data import load_pairs
-from patarm.train.grpo import pairs_to_judge_rows
 from patarm.backends import GenerationOptions
 from patarm.backends.hf import HFBackend
+from patarm.data import load_pairs
 from patarm.models.tiny import build_tiny_judge
 from patarm.serve.adapters.trl import JudgeReward
 from patarm.serve.app import ServeConfig, create_app
 from patarm.serve.scorer import DEMO_PAIRS, JudgeScorer, ScoreItem
 from patarm.serve.server import ServerThread
+from patarm.train.grpo import pairs_to_judge_rows
 
 TEMPLATE, NEW_TOKENS = "pointwise-compact", 12
 

@@ -2,8 +2,8 @@
 
 import json
 
-from patarm.skills.agent import TOOLS, run_agent
 from patarm.backends.base import AssistantTurn, ToolCall, parse_tool_calls
+from patarm.skills.agent import TOOLS, run_agent
 from patarm.skills.package import find_skill
 from patarm.skills.session import mount
 
@@ -25,8 +25,10 @@ class Scripted:
 
 
 def test_parse_tool_calls():
-    calls = parse_tool_calls('x <tool_call>\n{"name": "view_resource", "arguments": {"id": "math-rubric"}}\n</tool_call>'
-                             '<tool_call>{"name": broken}</tool_call>')
+    calls = parse_tool_calls(
+        'x <tool_call>\n{"name": "view_resource", "arguments": {"id": "math-rubric"}}\n</tool_call>'
+        '<tool_call>{"name": broken}</tool_call>'
+    )
     assert calls[0].name == "view_resource" and calls[0].arguments == {"id": "math-rubric"} and not calls[0].error
     assert calls[1].error.startswith("malformed")
 
@@ -35,16 +37,20 @@ def test_tool_loop_with_errors_then_final_answer():
     final = {"decision": "A", "evidence": [
         {"candidate": 0, "criterion": "Correctness", "observation": "18 is right", "assessment": "pass"},
         {"candidate": 1, "criterion": "Correctness", "observation": "20: 9*2 is 18", "assessment": "fail"}]}
-    chat = Scripted([
-        AssistantTurn("", [ToolCall("", {}, "c0", "malformed tool call: bad JSON")]),
-        AssistantTurn("thinking, no call"),
-        AssistantTurn("", [ToolCall("teleport", {}, "c1")]),
-        AssistantTurn("", [ToolCall("list_resources", {}, "c2"), ToolCall("view_resource", {"id": "math-checklist"}, "c3")]),
-        AssistantTurn("", [ToolCall("view_resource", {"id": "no-such"}, "c4")]),
-        AssistantTurn("", [ToolCall("run_resource", {"id": "calculator-annotations"}, "c5")]),
-        AssistantTurn("", [ToolCall("python_sandbox", {"code": "print(9 * 2)"}, "c6")]),
-        AssistantTurn("", [ToolCall("final_answer", final, "c7")]),
-    ])
+    chat = Scripted(
+        [
+            AssistantTurn("", [ToolCall("", {}, "c0", "malformed tool call: bad JSON")]),
+            AssistantTurn("thinking, no call"),
+            AssistantTurn("", [ToolCall("teleport", {}, "c1")]),
+            AssistantTurn(
+                "", [ToolCall("list_resources", {}, "c2"), ToolCall("view_resource", {"id": "math-checklist"}, "c3")]
+            ),
+            AssistantTurn("", [ToolCall("view_resource", {"id": "no-such"}, "c4")]),
+            AssistantTurn("", [ToolCall("run_resource", {"id": "calculator-annotations"}, "c5")]),
+            AssistantTurn("", [ToolCall("python_sandbox", {"code": "print(9 * 2)"}, "c6")]),
+            AssistantTurn("", [ToolCall("final_answer", final, "c7")]),
+        ]
+    )
     result = run_agent(SKILL, SAMPLE, chat, max_turns=10)
     assert result.finished and not result.forced and result.turns == 8
     tool_msgs = [m["content"] for m in result.messages if m["role"] == "tool"]
@@ -76,8 +82,12 @@ def test_transformers_backend_runs_the_loop():
     result = run_agent(SKILL, SAMPLE, chat, max_turns=1)
     # A random model cannot call tools: every turn gets an error observation, then the forced call.
     assert result.turns == 2 and result.forced and result.index is None
-    rendered = tokenizer.apply_chat_template(result.messages[:2], tools=[{"type": "function", "function": t} for t in TOOLS],
-                                             tokenize=False, add_generation_prompt=True)
+    rendered = tokenizer.apply_chat_template(
+        result.messages[:2],
+        tools=[{"type": "function", "function": t} for t in TOOLS],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
     assert "final_answer" in rendered and "<tools>" in rendered
 
 
@@ -88,8 +98,24 @@ def test_openai_backend_payload(monkeypatch):
 
     async def fake_call(self, client, payload, extract):
         sent.update(payload)
-        return extract({"choices": [{"message": {"content": None, "tool_calls": [
-            {"id": "x1", "type": "function", "function": {"name": "final_answer", "arguments": '{"evidence": []}'}}]}}]})
+        return extract(
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "content": None,
+                            "tool_calls": [
+                                {
+                                    "id": "x1",
+                                    "type": "function",
+                                    "function": {"name": "final_answer", "arguments": '{"evidence": []}'},
+                                }
+                            ],
+                        }
+                    }
+                ]
+            }
+        )
 
     monkeypatch.setattr(OpenAIBackend, "_call", fake_call)
     chat = OpenAIBackend("judge", "http://localhost:8000/v1").chat_turn

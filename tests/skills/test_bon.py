@@ -2,8 +2,8 @@
 
 import json
 
-from patarm.skills.bon import PoolItem, cross_fitted_priors, evaluate_pool, load_pool, model_judge
 from helpers import run_cli
+from patarm.skills.bon import PoolItem, cross_fitted_priors, evaluate_pool, load_pool, model_judge
 from patarm.skills.package import find_skill
 
 SKILL = find_skill("reward-judge")
@@ -48,7 +48,12 @@ class FakeBackend:
         for messages in prompts:
             response = messages[-1]["content"].split("<response>")[1].split("</response>")[0].strip()
             good = response.endswith("A: 4")
-            outs.append([f"<eval>Correctness :: {'pass' if good else 'fail'} :: checked</eval>\n<score>{9 if good else 2}</score>"])
+            outs.append(
+                [
+                    f"<eval>Correctness :: {'pass' if good else 'fail'} :: checked</eval>\n"
+                    f"<score>{9 if good else 2}</score>"
+                ]
+            )
         return outs
 
 

@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from patarm.rubrics import RUBRIC_DIR, available_domains, render_primary_rubrics
 from helpers import run_cli
+from patarm.rubrics import RUBRIC_DIR, available_domains, render_primary_rubrics
 from patarm.skills.package import BANK_DIR, RESOURCE_TYPES, SkillError, find_skill, list_skills, load_skill
 from patarm.skills.session import SkillSession
 from patarm.skills.validate import validate_skill

@@ -5,7 +5,12 @@ import pytest
 from patarm.judge.judgment import EvidenceItem as E
 from patarm.judge.judgment import Judgment
 from patarm.skills.readout import (
-    check_rules, load_rules, readout_best_of_n, readout_pairwise, readout_pointwise, score_evidence,
+    check_rules,
+    load_rules,
+    readout_best_of_n,
+    readout_pairwise,
+    readout_pointwise,
+    score_evidence,
 )
 
 RULES = load_rules({"scale": [1, 10], "weights": {"correctness": 3, "style": 1, "*": 1},
@@ -15,7 +20,9 @@ RULES = load_rules({"scale": [1, 10], "weights": {"correctness": 3, "style": 1, 
 
 
 def test_weighted_mean_maps_to_scale():
-    assert score_evidence([E("correctness", "", "pass"), E("style", "", "fail")], RULES).score == pytest.approx(1 + 9 * 3 / 4)
+    assert score_evidence([E("correctness", "", "pass"), E("style", "", "fail")], RULES).score == pytest.approx(
+        1 + 9 * 3 / 4
+    )
     assert score_evidence([E("style", "", "uncertain")], RULES).score == pytest.approx(5.5)
     assert score_evidence([E("judge-score", "", 10.0)], RULES).score == 10.0  # numeric on its own scale
     assert score_evidence([E("style", "", None)], RULES).score is None

@@ -62,7 +62,9 @@ def test_static_routing_selects_by_domain_and_is_smaller_than_the_bank():
 
 
 def test_parse_evidence_lines():
-    text = "- Correctness :: fail :: final answer 26 vs 18\nnot an item\nconstraint:no-comma :: PASS\nstyle :: 7.5 :: ok"
+    text = (
+        "- Correctness :: fail :: final answer 26 vs 18\nnot an item\nconstraint:no-comma :: PASS\nstyle :: 7.5 :: ok"
+    )
     items = parse_evidence(text)
     assert [(i.criterion, i.assessment) for i in items] == [("Correctness", "fail"), ("constraint:no-comma", "pass"),
                                                            ("style", 7.5)]
@@ -93,7 +95,10 @@ def test_arithmetic_check_recomputes_steps_and_finds_unused_numbers():
     from patarm.skills.verifiers import arithmetic_check, calculator_steps, unused_numbers
 
     assert calculator_steps(BAD) == (2, ["13*2=27"], "27") and calculator_steps("no steps. A: 3") == (0, [], None)
-    assert unused_numbers("Janet's ducks lay 16 eggs, she eats 3 and bakes 4; $2 each, 1,200 total.", BAD) == ["4", "1200"]
+    assert unused_numbers("Janet's ducks lay 16 eggs, she eats 3 and bakes 4; $2 each, 1,200 total.", BAD) == [
+        "4",
+        "1200",
+    ]
     rows = arithmetic_check({"prompt": "16 eggs, 3 eaten, 4 baked, $2", "candidates": [GOOD, BAD]})["evidence"]
     assert [(r["candidate"], r["criterion"], r["assessment"], r["observation"]) for r in rows] == [
         (0, "wrong steps", "pass", "0 of 2"), (0, "last step", "pass", "18"), (0, "unused numbers", "pass", "none"),

@@ -15,11 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 def sft_judge(tmp_path_factory) -> Path:
     """A folder with a tiny Qwen3 judge SFT-trained on rule-teacher judgments (pointwise-compact): 250 steps,
     ~25 s; greedy judgments are all well-formed and sampled ones mostly (measured: 1.0 and 0.78 format-valid)."""
-    from patarm.train import parse_args as parse
     from patarm.demo.synthetic import make_pairs
     from patarm.demo.teacher import RuleTeacher
     from patarm.io import write_jsonl
     from patarm.prep.corpus import pointwise_corpus
+    from patarm.train import parse_args as parse
     from patarm.train import sft
 
     run = tmp_path_factory.mktemp("sft-judge")

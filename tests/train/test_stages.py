@@ -4,15 +4,15 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers import DEMO_PAIRS, run_cli
 
+from helpers import DEMO_PAIRS, run_cli
 from patarm.data import load_pairs
-from patarm.train.grpo import pairs_to_judge_rows
 from patarm.data.schema import DataError
 from patarm.judge import load_template
-from patarm.models.tiny import build_tiny_judge
-from patarm.train.sft import load_sft_rows
 from patarm.judge.truncate import MARKER, truncate_judge_rows
+from patarm.models.tiny import build_tiny_judge
+from patarm.train.grpo import pairs_to_judge_rows
+from patarm.train.sft import load_sft_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = DEMO_PAIRS
@@ -90,7 +90,8 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
 def test_grpo_trackers_write_under_the_output_folder(tmp_path, monkeypatch, sft_judge):
     """Truncated prompts are logged once training began: a log before `train()` opened TensorBoard's writer in
     the working directory (`./runs/<date>`), outside the run folder."""
-    from patarm.train import grpo, parse_args as parse
+    from patarm.train import grpo
+    from patarm.train import parse_args as parse
 
     cwd = tmp_path / "cwd"
     cwd.mkdir()

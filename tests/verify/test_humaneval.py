@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from patarm.verify import humaneval
 from helpers import run_cli
+from patarm.verify import humaneval
 
 
 def test_pass_at_k_estimator():

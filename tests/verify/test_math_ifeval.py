@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from patarm.verify import ifeval, mathans
 from helpers import run_cli
+from patarm.verify import ifeval, mathans
 
 SOURCES = ("6b_finetuning", "6b_verification", "175b_finetuning", "175b_verification")
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from sandbox_env import BWRAP, CGROUP, ROOT
 
-from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python, run_python_file, uids
 from helpers import run_cli
+from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python, run_python_file, uids
 from patarm.verify.sandbox import SandboxRefused
 
 

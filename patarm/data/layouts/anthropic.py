@@ -15,7 +15,8 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Drop, Layout, Option, Parts, RowProblem, required
 from patarm.data.layouts.chat import conversation_pair, transcript

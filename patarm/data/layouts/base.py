@@ -10,8 +10,9 @@ into validated `PreferencePair`s and the loader accounts for every row in the ma
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from patarm.data.schema import Message
 

@@ -119,8 +119,12 @@ def shared_prompt(chosen: list[Message], rejected: list[Message], chosen_field: 
 def conversation_pair(row: dict[str, Any], parse: Any, chosen_field: str, rejected_field: str) -> Parts:
     """The Parts of a row whose two fields hold whole conversations (read by `parse(value, field)`) that share
     everything but their final assistant turn."""
-    prompt, chosen, rejected = shared_prompt(parse(row.get(chosen_field), chosen_field),
-                                             parse(row.get(rejected_field), rejected_field), chosen_field, rejected_field)
+    prompt, chosen, rejected = shared_prompt(
+        parse(row.get(chosen_field), chosen_field),
+        parse(row.get(rejected_field), rejected_field),
+        chosen_field,
+        rejected_field,
+    )
     return Parts(prompt, chosen, rejected, frozenset({chosen_field, rejected_field}))
 
 

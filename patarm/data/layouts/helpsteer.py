@@ -12,7 +12,8 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Drop, Layout, Parts, RowProblem, Rows, Stream, number, text
 from patarm.data.layouts.chat import messages

@@ -6,7 +6,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Layout, Parts, RowProblem
 from patarm.data.layouts.chat import conversation_pair, messages, reply

@@ -13,7 +13,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Drop, Layout, Option, Parts, RowProblem, number, required, text, user_prompt
 from patarm.data.layouts.chat import messages, shared_prompt

@@ -11,7 +11,8 @@ A response may also repeat the prompt before its reply (UltraFeedback-binarized 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Layout, Parts, RowProblem, user_prompt
 from patarm.data.layouts.chat import conversation_pair, messages, reply

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import math
 import random
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from patarm.data.layouts.base import Drop, Layout, Option, Parts, RowProblem, number, required, text, user_prompt
 from patarm.data.layouts.trl import explicit_parts

@@ -12,8 +12,8 @@ adaptive). `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 ABLATION_DIR = Path(__file__).resolve().parents[1] / "configs" / "gsm8k-ablations"
 DEFAULT_ROOT = "runs/gsm8k-ablations"

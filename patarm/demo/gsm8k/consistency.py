@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
-from typing import Iterable
+from collections.abc import Iterable
 
 from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
 
@@ -73,7 +73,10 @@ def _check_binary(lines: dict[str, str], score: float) -> tuple[str, str]:
     if verdict not in ("pass", "fail"):
         return "incomplete", "unreadable correct"
     if reference != NOT_MOUNTED and verdict != ("pass" if _equal(lines["final answer"], reference) else "fail"):
-        return "inconsistent", f"correct :: {verdict} but final answer {lines['final answer']!r} vs reference {reference!r}"
+        return (
+            "inconsistent",
+            f"correct :: {verdict} but final answer {lines['final answer']!r} vs reference {reference!r}",
+        )
     if score != (PASS_SCORE if verdict == "pass" else FAIL_SCORE):
         return "inconsistent", f"score {score:g} but correct :: {verdict}"
     return "consistent", ""

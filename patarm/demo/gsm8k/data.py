@@ -9,9 +9,9 @@ labels every metric is computed against; the teacher re-derives correctness with
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from patarm.data import Manifest, PreferencePair
 from patarm.io import DataError, iter_jsonl
@@ -101,14 +101,30 @@ def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclos
     rng = random.Random(seed)
     pairs = []
     for p in problems:
-        combos = [(c, i) for c in range(len(p.sources)) if p.correct[c] for i in range(len(p.sources)) if not p.correct[i]]
+        combos = [
+            (c, i) for c in range(len(p.sources)) if p.correct[c] for i in range(len(p.sources)) if not p.correct[i]
+        ]
         rng.shuffle(combos)
         for c, i in combos[:per_problem]:
-            pairs.append(PreferencePair(
-                id=f"{p.id}:{p.sources[c]}>{p.sources[i]}", prompt=[{"role": "user", "content": p.question}],
-                chosen=p.solutions[c], rejected=p.solutions[i], domain="math", source="gsm8k",
-                metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "evidence": evidence, "skill": skill,
-                          "chosen_source": p.sources[c], "rejected_source": p.sources[i]}))
+            pairs.append(
+                PreferencePair(
+                    id=f"{p.id}:{p.sources[c]}>{p.sources[i]}",
+                    prompt=[{"role": "user", "content": p.question}],
+                    chosen=p.solutions[c],
+                    rejected=p.solutions[i],
+                    domain="math",
+                    source="gsm8k",
+                    metadata={
+                        "problem": p.id,
+                        "reference": p.answer,
+                        "disclose": disclose,
+                        "evidence": evidence,
+                        "skill": skill,
+                        "chosen_source": p.sources[c],
+                        "rejected_source": p.sources[i],
+                    },
+                )
+            )
     return pairs
 
 
@@ -117,6 +133,8 @@ def take(problems: Sequence[Problem], count: int, start: int = 0, mixed_only: bo
     slices of the train problems feed the SFT corpus and the RL pool."""
     chosen = [p for p in problems if p.mixed or not mixed_only]
     if start + count > len(chosen):
-        raise ValueError(f"asked for problems {start}..{start + count} but the train split has only {len(chosen)} "
-                         f"{'mixed ' if mixed_only else ''}problems: lower sft_problems / rl_problems or heldout_problems")
+        raise ValueError(
+            f"asked for problems {start}..{start + count} but the train split has only {len(chosen)} "
+            f"{'mixed ' if mixed_only else ''}problems: lower sft_problems / rl_problems or heldout_problems"
+        )
     return chosen[start:start + count]

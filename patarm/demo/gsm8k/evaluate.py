@@ -8,8 +8,9 @@ evaluation resumes from the completions already stored in its cache file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from patarm.demo.gsm8k.data import Problem
 from patarm.demo.gsm8k.prompts import judge_prompt

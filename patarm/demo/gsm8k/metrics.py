@@ -14,7 +14,7 @@ below every scored one; when no candidate has a score, all four tie.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from patarm.eval.stats import mean_ci
 

@@ -48,7 +48,9 @@ def judge_prompt(question: str, response: str, reference: str | None, skill: str
     if evidence and EVIDENCE_ID not in loaded.resources:
         raise ValueError(f"the evidence arm runs the skill's {EVIDENCE_ID!r} verifier, which skill {skill!r} does not "
                          f"have: use skill gsm8k-judge-graded (teacher: graded)")
-    messages = static_prompt(loaded, question, response, DOMAIN, mounted, run_verifiers=[EVIDENCE_ID] if evidence else False)
+    messages = static_prompt(
+        loaded, question, response, DOMAIN, mounted, run_verifiers=[EVIDENCE_ID] if evidence else False
+    )
     if rubric_mode == "adaptive":
         messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + ADAPTIVE_REQUEST}
     return messages

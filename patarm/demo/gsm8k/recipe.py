@@ -29,8 +29,16 @@ from patarm.demo.gsm8k import data as gsm8k_data
 from patarm.demo.gsm8k import evaluate
 from patarm.demo.gsm8k.metrics import pool_baselines, skill_selection, summarize_scores
 from patarm.demo.gsm8k.stages import (
-    bt_stage, forget_eval, judge_folder, prep_sft_corpus, rl_stage, stage_args, train_stage, trained,
+    bt_stage,
+    forget_eval,
+    judge_folder,
+    prep_sft_corpus,
+    rl_stage,
+    stage_args,
+    train_stage,
+    trained,
 )
+from patarm.demo.kit import Clock, grpo_curve
 from patarm.io import read_json, write_json
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
@@ -71,17 +79,27 @@ class GSM8KArguments(RunArguments):
     pairs_per_problem: int = field(default=1, metadata={"help": "(correct, incorrect) pairs drawn per problem"})
     sft_min_margin: float = field(default=2.0, metadata={"help": "the paper's SFT-corpus filter in the reference "
                                   "arm: keep pairs whose teacher margin (chosen − rejected score) is > this"})
-    rule_sft_min_margin: float = field(default=-10.0, metadata={"help": "the same filter in the arms without the "
-                                       "reference, whose graded teacher is the evidence-only rule: it separates only "
-                                       "~21 % of pairs by > 2, so by default every pair is kept (the rule taught whole, "
-                                       "as many rows as the reference arm)"})
+    rule_sft_min_margin: float = field(
+        default=-10.0,
+        metadata={
+            "help": "the same filter in the arms without the "
+            "reference, whose graded teacher is the evidence-only rule: it separates only "
+            "~21 % of pairs by > 2, so by default every pair is kept (the rule taught whole, "
+            "as many rows as the reference arm)"
+        },
+    )
     rl_rollouts: int = field(default=4, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})
     grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
     max_prompt_tokens: int = field(default=320, metadata={"help": "judge prompts are cut to this many tokens"})
-    max_new_tokens: int = field(default=96, metadata={"help": "judgment length limit (evaluation, rejection "
-                                "sampling, GRPO's max_completion_length; SFT's max_length is max_prompt_tokens + this)"})
+    max_new_tokens: int = field(
+        default=96,
+        metadata={
+            "help": "judgment length limit (evaluation, rejection "
+            "sampling, GRPO's max_completion_length; SFT's max_length is max_prompt_tokens + this)"
+        },
+    )
     eval_batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
     eval_dtype: str = field(default="bfloat16", metadata={"help": "weights' dtype for judging and sampling"})
     judge_device: str = field(default="cpu", metadata={"help": "where judging and rejection sampling run: cpu, or "
@@ -141,20 +159,6 @@ def main(argv: list[str]) -> dict:
     if ablations.flag_value(argv, "--ablation")[0] == "all":
         return ablations.run_all(argv, parse_args, run)
     return run(parse_args(argv))
-
-
-class Clock:
-    """Wall-clock seconds of every stage run in this invocation, merged into `{run_dir}/timings.json`."""
-
-    def __init__(self, out: Path):
-        self.path, self.t0 = out / "timings.json", time.time()
-        self.timings = read_json(self.path) if self.path.is_file() else {}
-
-    def done(self, name: str, started: float, note: str = "") -> None:
-        self.timings[name] = round(time.time() - started, 1)
-        write_json(self.timings, self.path)
-        logger.info("%6.0fs  %s done in %.0f s%s", time.time() - self.t0, name, self.timings[name],
-                    f": {note}" if note else "")
 
 
 def run(args: GSM8KArguments) -> dict:
@@ -230,7 +234,7 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
         result["stages"][stage] = _evaluate(args, arm, d, stage, model, heldout, clock)
     if args.bt_baseline and arm != "evidence":
         result["bt"] = bt_stage(args, d, arm, heldout, disclose, clock)
-    result["grpo_curve"] = _grpo_curve(d / "grpo" / "metrics.jsonl")
+    result["grpo_curve"] = grpo_curve(d / "grpo" / "metrics.jsonl")
     return result
 
 
@@ -264,12 +268,4 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
                 summary["consistency"]["consistent_rate"])
     return summary
 
-
-def _grpo_curve(path: Path) -> list[dict]:
-    from patarm.io import read_jsonl
-
-    if not path.is_file():
-        return []
-    return [{"step": m["step"], "pair_accuracy": m["par/pair_accuracy"], "margin": m.get("par/margin")}
-            for m in read_jsonl(path) if "par/pair_accuracy" in m]
 

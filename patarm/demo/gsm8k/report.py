@@ -68,8 +68,10 @@ def results_table(report: dict) -> str:
 
 
 def prep_table(report: dict) -> str:
-    lines = ["| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
-             "|---|---|---|---|---|---|"]
+    lines = [
+        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
+        "|---|---|---|---|---|---|",
+    ]
     for arm, res in report["arms"].items():
         rl, curve = res["prep"]["rl"], res.get("grpo_curve") or []
         k = max(1, len(curve) // 5)

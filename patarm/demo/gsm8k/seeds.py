@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 METRICS = (("best_of_n", "best-of-4 %", 2), ("pair_accuracy", "pair accuracy", 3),
            ("top_tied_mixed", "top tied (correct & incorrect)", 2))

@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import gc
-import importlib
 import logging
 import time
 from pathlib import Path
@@ -22,21 +20,10 @@ from patarm.data import write_pairs
 from patarm.demo.gsm8k import data as gsm8k_data
 from patarm.demo.gsm8k import evaluate
 from patarm.demo.gsm8k.metrics import summarize_scores
-from patarm.io import read_json, write_jsonl
+from patarm.demo.kit import stage_args, train_stage, trained, write_step
+from patarm.io import read_json
 
 logger = logging.getLogger("patarm.gsm8k")
-
-
-def stage_args(stage: str, config: str, run_dir: Path, *flags: str) -> tuple[Any, ...]:
-    """A training stage's arguments from its config, in the arm's run folder, as `patarm <stage>` parses them."""
-    from patarm.train import parse_args as parse
-
-    return parse(stage, ["--config", config, "--run_dir", str(run_dir), *flags])
-
-
-def trained(folder: Path) -> bool:
-    """A training stage is complete once it has written its patarm_config.json (after the weights)."""
-    return (folder / "patarm_config.json").is_file()
 
 
 def judge_folder(folder: Path) -> Path:
@@ -49,12 +36,6 @@ def judge_folder(folder: Path) -> Path:
 
         export(folder, merged, overwrite=True)
     return merged
-
-
-def train_stage(stage: str, args_tuple: tuple[Any, ...]) -> None:
-    trainer = importlib.import_module(f"patarm.train.{stage}").train(*args_tuple)
-    del trainer
-    gc.collect()
 
 
 def forget_eval(arm_dir: Path, stage: str) -> None:
@@ -75,12 +56,6 @@ def _renderer(args: Any):
                                                               args.max_prompt_tokens)[0]
 
 
-def _write_step(folder: Path, manifest: Any, files: dict[str, list]) -> None:
-    for name, rows in files.items():
-        write_jsonl(rows, folder / name)
-    manifest.write(str(folder / "manifest.json"))  # written last: its presence marks the step complete
-
-
 def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, evidence: bool = False) -> dict:
     """The pointwise SFT corpus of the arm (the teacher named by `args.teacher`); returns its manifest."""
     from patarm.demo.gsm8k.teacher import make_teacher
@@ -98,7 +73,7 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
                              f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "
                              "sft_problems or lower sft_min_margin / rule_sft_min_margin")
         kept = {r["pair_id"] for r in rows}
-        _write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
+        write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
         clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
     return read_json(folder / "manifest.json")
 
@@ -119,7 +94,7 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
         kept, manifest = rl_set(pool, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
                                 low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args))
         sampler.cache.close()
-        _write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
+        write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
         clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")
     manifest = read_json(folder / "manifest.json")
     return {"pool": manifest["rows_in"], "kept": manifest["rows_out"], "dropped": manifest["dropped"],

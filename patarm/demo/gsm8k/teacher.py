@@ -17,7 +17,8 @@ from `metadata`, as `patarm.prep.corpus` passes them.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.backends.base import BackendError, OnResult
 from patarm.data import PreferencePair
@@ -30,9 +31,11 @@ PASS_SCORE, FAIL_SCORE = 9, 2  # the binary teacher's scores
 
 def judgment_text(answer: str, reference: str | None, correct: bool) -> str:
     """The teacher's judgment: evidence lines (`criterion :: value`), the verdict, then the score."""
-    return (f"<eval>\nfinal answer :: {shown_answer(answer) or 'none'}\n"
-            f"reference answer :: {NOT_MOUNTED if reference is None else shown_answer(reference)}\n"
-            f"correct :: {'pass' if correct else 'fail'}\n</eval>\n<score>{PASS_SCORE if correct else FAIL_SCORE}</score>")
+    return (
+        f"<eval>\nfinal answer :: {shown_answer(answer) or 'none'}\n"
+        f"reference answer :: {NOT_MOUNTED if reference is None else shown_answer(reference)}\n"
+        f"correct :: {'pass' if correct else 'fail'}\n</eval>\n<score>{PASS_SCORE if correct else FAIL_SCORE}</score>"
+    )
 
 
 def verify(question: str, response: str, reference: str) -> tuple[str, bool]:

@@ -15,7 +15,7 @@ would have spent.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from patarm.demo.gsm8k.metrics import summarize_scores
 from patarm.eval.voting import mean_score

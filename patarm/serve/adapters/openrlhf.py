@@ -9,7 +9,8 @@ judgment is unparseable), `scores` (the same in [0, 1], for dynamic filtering) a
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.serve.client import JudgeClient
 

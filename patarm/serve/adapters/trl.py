@@ -11,7 +11,8 @@ None, which TRL turns into NaN and leaves out of the advantage).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.rewards import completion_text
 from patarm.serve.client import JudgeClient

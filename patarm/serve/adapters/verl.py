@@ -15,7 +15,8 @@ The bearer token, when the server has one, is read from $PATARM_SERVE_TOKEN (or 
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from patarm.serve.client import TOKEN_ENV, JudgeClient
 

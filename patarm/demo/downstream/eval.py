@@ -16,9 +16,10 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from patarm.demo.downstream_task import answer, verified
+from patarm.demo.downstream.task import answer, verified
 from patarm.eval.stats import mean_ci
 from patarm.io import append_jsonl
+from patarm.judge import mean_score
 
 logger = logging.getLogger("patarm.downstream")
 Scorer = Callable[..., list]  # a TRL-style reward function: (prompts, completions, **columns) -> scores
@@ -147,9 +148,8 @@ def measure(flat: list[tuple[dict[str, Any], str]], scorers: dict[str, Scorer], 
     for name, scorer in scorers.items():
         scores = scorer(prompts=[item["prompt"] for item, _ in flat], completions=[r for _, r in flat],
                         domain=[item.get("domain") for item, _ in flat])
-        valid = [float(s) for s in scores if s is not None]
-        out[name] = sum(valid) / len(valid) if valid else None
-        out[f"{name}_valid"] = len(valid) / len(scores) if scores else 0.0
+        out[name] = mean_score(scores)
+        out[f"{name}_valid"] = sum(s is not None for s in scores) / len(scores) if scores else 0.0
     return out
 
 

@@ -20,19 +20,16 @@ Stages, each skipped when its output exists (a stopped run resumes; a half-finis
 from __future__ import annotations
 
 import contextlib
-import logging
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
-from patarm.demo.downstream_config import DownstreamArguments
-from patarm.demo.downstream_eval import EvalSettings, Evaluator, brief, measure
-from patarm.demo.downstream_rewards import Monitored, RuleReward, ScalarReward, served_judge
+from patarm.demo.downstream.config import DownstreamArguments
+from patarm.demo.downstream.eval import EvalSettings, Evaluator, brief, measure
+from patarm.demo.downstream.rewards import Monitored, RuleReward, ScalarReward, served_judge
+from patarm.demo.kit import Clock, stage_args, train_stage, trained
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
-from patarm.models.settings import RUN_CONFIG_FILE
-
-logger = logging.getLogger("patarm.downstream")
 
 
 def run(args: DownstreamArguments) -> dict[str, Any]:
@@ -41,18 +38,17 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
     from accelerate import PartialState
 
     state = PartialState()
-    t0 = time.time()
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    clock = Clock(t0)
+    clock = Clock()  # every process trains, so none writes timings.json: the report holds the stages' seconds
     preflight(args, state.num_processes)
     with state.main_process_first():
         task = stage_task(args, out)
-    clock.tick("task", f"{task['sft']} SFT rows, {task['rl']} RL prompts, {task['heldout']} held-out prompts")
+    clock.done("task", note=f"{task['sft']} SFT rows, {task['rl']} RL prompts, {task['heldout']} held-out prompts")
     policy = stage_policy_sft(args, out)
-    clock.tick("policy SFT", str(policy))
+    clock.done("policy SFT", note=str(policy))
     bt = stage_bt(args, out) if {"bt"} & set(args.rewards + args.score_with) else None
-    clock.tick("BT reward model", f"{bt}" if bt else "not needed")
+    clock.done("BT reward model", note=f"{bt}" if bt else "not needed")
     main = state.is_main_process
     results: dict[str, Any] = {}
     with contextlib.ExitStack() as stack:
@@ -65,20 +61,20 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
             results["start"] = stage_eval(args, out / "eval" / "start.json", policy, evaluator)
             if args.synthetic:
                 results["reference"] = stage_reference(out / "eval" / "reference.json", items, evaluator, args)
-            clock.tick("start policy measured", brief(results["start"]))
+            clock.done("start policy measured", note=brief(results["start"]))
         state.wait_for_everyone()
         for reward in args.rewards:
             results[f"grpo-{reward}"] = stage_grpo(args, out, reward, policy, scorers, evaluator, main)
             state.wait_for_everyone()
-            clock.tick(f"GRPO on {reward}", brief(results[f"grpo-{reward}"]))
+            clock.done(f"GRPO on {reward}", note=brief(results[f"grpo-{reward}"]))
     if not main:
         return {}
     report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled")} for k, v in results.items()},
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
-              "stage_seconds": clock.seconds, "seconds": round(time.time() - t0, 1), "args": vars(args)}
-    from patarm.demo.downstream_report import write_downstream_report
+              "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
+    from patarm.demo.downstream.report import write_downstream_report
 
     return report | {"paths": write_downstream_report(report, out)}
 
@@ -98,26 +94,12 @@ def preflight(args: DownstreamArguments, processes: int = 1) -> None:
                                 f"run `patarm quickstart --run_dir {args.judge_run}` first, or give --bt_model")
 
 
-class Clock:
-    """Logs each stage's end with the elapsed time, and keeps the stage durations (seconds)."""
-
-    def __init__(self, t0: float):
-        self.t0 = self.last = t0
-        self.seconds: dict[str, float] = {}
-
-    def tick(self, stage: str, what: str) -> None:
-        now = time.time()
-        self.seconds[stage] = round(now - self.last, 1)
-        self.last = now
-        logger.info("%5.0fs  %s: %s", now - self.t0, stage, what)
-
-
 def stage_task(args: DownstreamArguments, out: Path) -> dict[str, int]:
     """task/: sft.jsonl, rl.jsonl, heldout.jsonl and manifest.json (the counts)."""
     folder = out / "task"
     if (folder / "manifest.json").is_file():
         return read_json(folder / "manifest.json")
-    from patarm.demo import downstream_task as T
+    from patarm.demo.downstream import task as T
 
     if args.synthetic:
         train, items = T.synthetic_split(args.task_pool, args.task_seed, args.kinds, args.heldout_share,
@@ -160,12 +142,10 @@ def stage_policy_sft(args: DownstreamArguments, out: Path) -> str:
     if not args.policy_sft:
         return args.policy_model
     folder = out / "policy-sft"
-    if not (folder / RUN_CONFIG_FILE).is_file():
-        from patarm.train import parse_args, sft
-
-        sft.train(*parse_args("sft", ["--config", args.policy_sft_config, "--run_dir", str(out), "--train_files",
-                                      str(out / "task" / "sft.jsonl"), "--output_dir", str(folder),
-                                      "--model_name_or_path", args.policy_model, "--seed", str(args.seed)]))
+    if not trained(folder):
+        train_stage("sft", stage_args("sft", args.policy_sft_config, out, "--train_files", out / "task" / "sft.jsonl",
+                                      "--output_dir", folder, "--model_name_or_path", args.policy_model,
+                                      "--seed", args.seed))
     return str(folder)
 
 
@@ -174,13 +154,11 @@ def stage_bt(args: DownstreamArguments, out: Path) -> str:
     if args.bt_model:
         return args.bt_model
     folder = out / "bt"
-    if not (folder / RUN_CONFIG_FILE).is_file():
+    if not trained(folder):
         pairs = Path(args.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
-        from patarm.train import bt, parse_args
-
-        argv = ["--config", args.bt_config, "--run_dir", str(out), "--train_file", str(pairs), "--output_dir",
-                str(folder), "--seed", str(args.seed)]
-        bt.train(*parse_args("bt", argv + (["--max_pairs", str(args.bt_max_pairs)] if args.bt_max_pairs else [])))
+        flags = ["--train_file", pairs, "--output_dir", folder, "--seed", args.seed]
+        train_stage("bt", stage_args("bt", args.bt_config, out, *flags,
+                                     *(["--max_pairs", args.bt_max_pairs] if args.bt_max_pairs else [])))
     return str(folder)
 
 
@@ -245,7 +223,7 @@ def stage_reference(path: Path, items: list[dict], evaluator: Evaluator, args: D
 def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, scorers: dict[str, Any],
                evaluator: Evaluator, main: bool = True) -> dict[str, Any]:
     """grpo-<reward>/: plain TRL GRPO of the policy on one reward, then the trained policy measured."""
-    from patarm.demo.downstream_train import train_policy
+    from patarm.demo.downstream.train import train_policy
 
     folder = out / f"grpo-{reward}"
     if (folder / "result.json").is_file():
@@ -282,7 +260,7 @@ def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
 
 def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[str, Any]:
     """Held-out pair accuracy of the judge (from its quickstart report) and of the BT model (measured here)."""
-    from patarm.demo.downstream_train import bt_pair_accuracy
+    from patarm.demo.downstream.train import bt_pair_accuracy
 
     out: dict[str, Any] = {}
     report = Path(args.judge_run) / "report.json"

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from helpers import ROOT, run_cli
 
-from patarm.demo import downstream_task as T
-from patarm.demo.downstream_config import CONFIG_DIR, DownstreamArguments
-from patarm.demo.downstream_eval import infobench_answers, measure, yes_no
-from patarm.demo.downstream_report import verdict, write_downstream_report
-from patarm.demo.downstream_rewards import Monitored, RuleReward, ScalarReward
+from helpers import ROOT, run_cli
+from patarm.demo.downstream import task as T
+from patarm.demo.downstream.config import CONFIG_DIR, DownstreamArguments
+from patarm.demo.downstream.eval import infobench_answers, measure, yes_no
+from patarm.demo.downstream.report import verdict, write_downstream_report
+from patarm.demo.downstream.rewards import Monitored, RuleReward, ScalarReward
 
 LOWER = json.dumps({"kind": "lowercase", "value": None})
 UPPER = json.dumps({"kind": "uppercase", "value": None})
@@ -66,7 +66,8 @@ def test_the_answer_is_what_follows_a_leading_think_block():
 def test_rule_reward_and_monitor_log_the_verified_share():
     logged = {}
     reward = Monitored(RuleReward())
-    # TRL's conversational completions; the policy's think block is not part of the answer (uppercase <THINK> would fail)
+    # TRL's conversational completions; the policy's think block is not part of the answer
+    # (uppercase <THINK> would fail)
     completions = [[{"role": "assistant", "content": c}] for c in
                    ("<think>\n\n</think>\n\nall lower", "Not lower", "<think>\n\n</think>\n\nLOUD")]
     out = reward(["p"] * 3, completions, constraint=[LOWER, LOWER, UPPER],
@@ -110,8 +111,14 @@ def test_scalar_reward_scores_exactly_what_trl_feeds_a_reward_model(tmp_path):
 
 
 def test_measure_counts_each_measure_over_its_own_items():
-    items = [{"prompt": [{"role": "user", "content": "q"}], "constraint": LOWER, "ifeval": T.ifeval_row(0, "q", "lowercase")},
-             {"prompt": [{"role": "user", "content": "r"}], "constraint": UPPER, "ifeval": None}]
+    items = [
+        {
+            "prompt": [{"role": "user", "content": "q"}],
+            "constraint": LOWER,
+            "ifeval": T.ifeval_row(0, "q", "lowercase"),
+        },
+        {"prompt": [{"role": "user", "content": "r"}], "constraint": UPPER, "ifeval": None},
+    ]
     calls = []
 
     def judge(prompts, completions, domain):
@@ -180,10 +187,20 @@ def test_report_files_and_tables(tmp_path, capsys):
     start = {"sampled": {"n": 8, "verified": 0.5, "n_verified": 8, "judge": 5.0},
              "greedy": {"n": 2, "verified": 0.5, "n_verified": 2}}
     end = {"sampled": {"n": 8, "verified": 0.5, "n_verified": 8, "judge": 9.0}, "greedy": start["greedy"]}
-    report = {"policies": {"start": start, "grpo-judge": end}, "rewards": ["judge"], "args": {},
-              "curves": {"judge": {**_curve([1, 2, 3, 4, 5, 9, 9, 9, 9, 9], [0.5] * 10), "heldout": [{"step": 0, **start},
-                                                                                      {"step": 10, **end}]}},
-              "reward_models": {"judge": {"accuracy": 0.8}}, "stage_seconds": {}, "seconds": 1.0}
+    report = {
+        "policies": {"start": start, "grpo-judge": end},
+        "rewards": ["judge"],
+        "args": {},
+        "curves": {
+            "judge": {
+                **_curve([1, 2, 3, 4, 5, 9, 9, 9, 9, 9], [0.5] * 10),
+                "heldout": [{"step": 0, **start}, {"step": 10, **end}],
+            }
+        },
+        "reward_models": {"judge": {"accuracy": 0.8}},
+        "stage_seconds": {},
+        "seconds": 1.0,
+    }
     paths = write_downstream_report(report, tmp_path)
     text = Path(paths["report_md"]).read_text()
     assert "| GRPO, reward = PaTaRM judge (served) | 8 | 0.500 | 9.000 |" in text and "hacked" in text
@@ -202,7 +219,7 @@ def test_arguments_refuse_what_the_run_cannot_do():
 
 
 def test_file_task_reads_rl_prompts_and_ifeval_and_infobench_items(tmp_path, bench):
-    from patarm.demo.downstream import stage_task
+    from patarm.demo.downstream.loop import stage_task
 
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text(json.dumps({"prompt": "Write a poem."}) + "\n"
@@ -263,9 +280,23 @@ def test_cli_help_and_a_bad_option_exit_cleanly(capsys):
 
 def test_a_missing_judge_is_named_before_any_training(tmp_path, capsys):
     with pytest.raises(SystemExit) as bad:
-        run_cli("downstream", "--config", CONFIG_DIR / "downstream-small.yaml", "--run_dir", tmp_path / "d",
-                "--judge_run", tmp_path / "nowhere", "--rewards", "judge", "--score_with", "judge", "--policy_sft", "false",
-                "--policy_model", "tiny")
+        run_cli(
+            "downstream",
+            "--config",
+            CONFIG_DIR / "downstream-small.yaml",
+            "--run_dir",
+            tmp_path / "d",
+            "--judge_run",
+            tmp_path / "nowhere",
+            "--rewards",
+            "judge",
+            "--score_with",
+            "judge",
+            "--policy_sft",
+            "false",
+            "--policy_model",
+            "tiny",
+        )
     assert bad.value.code == 2 and "patarm quickstart" in capsys.readouterr().err
 
 

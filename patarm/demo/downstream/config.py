@@ -9,7 +9,7 @@ from pathlib import Path
 
 from patarm.config import RunArguments
 
-CONFIG_DIR = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"  # patarm/demo/configs
 REWARD_CHOICES = ("judge", "bt", "rule")
 
 

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patarm.demo.downstream_config import DownstreamArguments
-from patarm.demo.downstream_eval import Evaluator, HeldoutCallback
+from patarm.demo.downstream.config import DownstreamArguments
+from patarm.demo.downstream.eval import Evaluator, HeldoutCallback
 from patarm.io import read_json, read_jsonl, write_json
 
 logger = logging.getLogger("patarm.downstream")
@@ -68,7 +68,7 @@ def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
     if cache.is_file():
         return read_json(cache)
     from patarm.data import load_pairs
-    from patarm.demo.downstream_rewards import ScalarReward
+    from patarm.demo.downstream.rewards import ScalarReward
     from patarm.eval.stats import mean_ci
 
     pairs = load_pairs(str(pairs_path)).pairs

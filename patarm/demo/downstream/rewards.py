@@ -25,7 +25,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from patarm.demo.downstream_task import answer, verified
+from patarm.demo.downstream.task import answer, verified
 from patarm.rewards import completion_text
 
 logger = logging.getLogger("patarm.downstream")

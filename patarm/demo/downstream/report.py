@@ -10,9 +10,18 @@ import math
 from pathlib import Path
 from typing import Any
 
+from patarm.demo.kit import smooth
+
 # Measures in the table: (key, column title); accuracies are fractions, rewards are the models' own scales.
-COLUMNS = (("words", "words / answer"), ("verified", "verified acc."), ("ifeval_strict", "IFEval strict"), ("ifeval_loose", "IFEval loose"),
-           ("drfr", "InFoBench DRFR"), ("judge", "judge score (1–10)"), ("bt", "BT score"))
+COLUMNS = (
+    ("words", "words / answer"),
+    ("verified", "verified acc."),
+    ("ifeval_strict", "IFEval strict"),
+    ("ifeval_loose", "IFEval loose"),
+    ("drfr", "InFoBench DRFR"),
+    ("judge", "judge score (1–10)"),
+    ("bt", "BT score"),
+)
 NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (SFT policy)",
          "grpo-judge": "GRPO, reward = PaTaRM judge (served)", "grpo-bt": "GRPO, reward = BT reward model",
          "grpo-rule": "GRPO, reward = rule verifier (upper bound)"}
@@ -84,8 +93,13 @@ def verdict(curve: dict[str, list], start: dict, final: dict, frac: float = 0.2,
         text = "reward and held-out verified accuracy rose together"
     else:
         text = f"the reward did not rise; held-out verified accuracy: {change}"
-    return out | {"heldout_delta": delta, "two_se": 2 * se, "heldout_change": change, "hacked": rose and change != "rose",
-                  "verdict": text}
+    return out | {
+        "heldout_delta": delta,
+        "two_se": 2 * se,
+        "heldout_change": change,
+        "hacked": rose and change != "rose",
+        "verdict": text,
+    }
 
 
 def training_table(report: dict) -> str:
@@ -115,12 +129,12 @@ def plot(report: dict, path: Path) -> None:
     for ax, reward in zip(axes[0], rewards):
         curve = report["curves"][reward]
         steps = [s["step"] for s in curve["steps"]]
-        ax.plot(steps, _smooth([s["reward"] for s in curve["steps"]]), color=colors.get(reward, "k"),
+        ax.plot(steps, smooth([s["reward"] for s in curve["steps"]]), color=colors.get(reward, "k"),
                 label=f"trained reward ({reward})")
         ax.set_xlabel("GRPO step")
         ax.set_ylabel(f"{reward} reward (mean of rollouts)")
         twin = ax.twinx()
-        twin.plot(steps, _smooth([s.get("verified") for s in curve["steps"]]), color="tab:red", alpha=0.8,
+        twin.plot(steps, smooth([s.get("verified") for s in curve["steps"]]), color="tab:red", alpha=0.8,
                   label="rollouts: verified acc.")
         held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified")) for h in curve["heldout"]]
         held = [(s, v) for s, v in held if s is not None and v is not None]
@@ -144,13 +158,6 @@ def plot(report: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-def _smooth(xs: list, k: int | None = None) -> list[float]:
-    """Trailing mean over ~10 % of the points (per-step values are noisy: each step sees a few prompts)."""
-    vals = [float("nan") if x is None else float(x) for x in xs]
-    k = k or max(1, len(vals) // 10)
-    return [_mean(vals[max(0, i - k + 1):i + 1]) for i in range(len(vals))]
 
 
 def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
