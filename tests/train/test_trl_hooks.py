@@ -1,9 +1,11 @@
 """The TRL / transformers hooks the project overrides or calls still have the signatures it was written against.
 
 PaTaRM subclasses at TRL's extension points (`_get_train_sampler`, `_generate_and_score_completions`,
-`_save_checkpoint`, `GRPOConfig.__post_init__`, `ProgressCallback.on_log`) and reuses one private parser helper
-(`HfArgumentParser._parse_dataclass_field`). Private hooks change without notice: when one changes here, read the
-new TRL code, adapt the override, then update RECORDED and the `trl` bound in pyproject.toml together.
+`_save_checkpoint`, `GRPOConfig.__post_init__`, `ProgressCallback.on_log`, and for the speed switches
+`_get_per_token_logps_and_entropies`, `_generate_single_turn` and the fused LM head's `_use_triton`) and
+reuses one private parser helper (`HfArgumentParser._parse_dataclass_field`). Private hooks change without
+notice: when one changes here, read the new TRL code, adapt the override, then update RECORDED and the `trl` bound
+in pyproject.toml together.
 """
 
 from __future__ import annotations
@@ -31,6 +33,20 @@ RECORDED = {
                                                   ("kwargs", "VAR_KEYWORD", None)],
     ("transformers.HfArgumentParser", "_parse_dataclass_field"): [("parser", "POSITIONAL_OR_KEYWORD", None),
                                                                   ("field", "POSITIONAL_OR_KEYWORD", None)],
+    # patarm.train.speed: the shared-prefix loss, the shared-prefix rollouts and the compact LM head
+    ("trl.GRPOTrainer", "_get_per_token_logps_and_entropies"): [
+        ("self", "POSITIONAL_OR_KEYWORD", None), ("model", "POSITIONAL_OR_KEYWORD", None),
+        ("input_ids", "POSITIONAL_OR_KEYWORD", None), ("attention_mask", "POSITIONAL_OR_KEYWORD", None),
+        ("logits_to_keep", "POSITIONAL_OR_KEYWORD", None), ("batch_size", "POSITIONAL_OR_KEYWORD", "None"),
+        ("compute_entropy", "POSITIONAL_OR_KEYWORD", "False"), ("compute_aux_loss", "POSITIONAL_OR_KEYWORD", "False"),
+        *[(name, "POSITIONAL_OR_KEYWORD", "None") for name in (
+            "pixel_values", "image_grid_thw", "num_images", "pixel_attention_mask", "spatial_shapes", "num_tiles",
+            "image_sizes", "token_type_ids", "mm_token_type_ids", "image_position_ids")]],
+    ("trl.GRPOTrainer", "_generate_single_turn"): [
+        ("self", "POSITIONAL_OR_KEYWORD", None), ("prompt_ids", "POSITIONAL_OR_KEYWORD", None),
+        ("images", "POSITIONAL_OR_KEYWORD", None), ("multimodal_fields", "POSITIONAL_OR_KEYWORD", None),
+        ("num_generations", "POSITIONAL_OR_KEYWORD", None), ("has_tool_images", "POSITIONAL_OR_KEYWORD", "False")],
+    ("trl.trainer.utils", "_use_triton"): [("device", "POSITIONAL_OR_KEYWORD", None)],
 }
 # GRPOConfig fields the pair-batch check and the pair-preserving sampler read
 GRPO_FIELDS = ("per_device_train_batch_size", "steps_per_generation", "generation_batch_size", "num_generations",
