@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from patarm.demo.downstream_eval import measure
-from patarm.demo.downstream_report import policy_table
+from patarm.demo.downstream.eval import measure
+from patarm.demo.downstream.report import policy_table
 from patarm.demo.gsm8k import metrics
 from patarm.demo.gsm8k.report import results_table
 from patarm.demo.report import stage_table
@@ -38,7 +38,7 @@ def test_gsm8k_intervals_resample_problems():
 
 def test_downstream_verified_accuracy_interval_resamples_prompts():
     items = [{"prompt": [{"role": "user", "content": f"q{k}"}], "kind": "x"} for k in range(2)]
-    import patarm.demo.downstream_eval as de
+    import patarm.demo.downstream.eval as de
 
     flat = [(items[0], "a"), (items[0], "b"), (items[1], "c"), (items[1], "d")]
     verdicts = {"a": True, "b": True, "c": False, "d": True}
