@@ -15,7 +15,7 @@ gives: SmolLM2-135M-Instruct (spec `smollm2`) on the GSM8K skill recipe's rows a
    rollout forced to full length so all modes do equal work), its time split into prefill, decode, log-prob passes,
    forward, backward, optimizer and reward; baseline, fast, each switch flipped; grpo_speedup = baseline / fast.
 4. Rollouts of one prompt (G = 8 × 48 tokens, sampled at temperature 1) as GRPO generates them, against llama.cpp
-   (llama-cpp-python, `pip install llama-cpp-python`) on the same GGUF, threads, prompt and token count:
+   (llama-cpp-python, `pip install "patarm[bench]"`) on the same GGUF, threads, prompt and token count:
    gen_vs_llamacpp = this project's tokens/s / llama.cpp's.
 
 Last lines: `gemm_peak_bf16_tflops=`, `sft_mfu=`, `sft_tokens_per_s=`, `grpo_step_s=`, `grpo_speedup=`,
