@@ -78,10 +78,12 @@ def context_window(model: Any, tokenizer: Any) -> int | None:
 class PromptFitter:
     """Makes every judge prompt fit `window - max_new_tokens` tokens of a local model, by the rules above,
     and counts what it did (`truncated`: prompts it cut; `too_long`: prompts still over after cutting,
-    i.e. whose instructions alone do not fit). Backends without a tokenizer (HTTP) pass prompts through."""
+    i.e. whose instructions alone do not fit). Backends without a tokenizer (HTTP) pass prompts through.
+    `tokenizer` (default: the backend's) is the one it counts with: give a copy when another thread may
+    be batching with the backend's own (a fast tokenizer's padding state is per object, not per call)."""
 
-    def __init__(self, backend: Any):
-        self.tokenizer = getattr(backend, "tokenizer", None)
+    def __init__(self, backend: Any, tokenizer: Any = None):
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
         window = context_window(getattr(backend, "model", None), self.tokenizer) if self.tokenizer else None
         options = getattr(backend, "options", None)
         new = getattr(options, "max_new_tokens", None)

@@ -9,8 +9,10 @@ completes chat messages for `/v1/chat/completions`. The server never touches a m
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+import threading
 from collections import defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -127,7 +129,13 @@ class JudgeScorer(Scorer):
     def __init__(self, backend: Any, template: str = "pointwise", rubric_mode: str | None = None,
                  name: str = "judge"):
         self.backend, self.name = backend, name
-        self.fit = PromptFitter(backend)  # every prompt fits the judge's window with room for its judgment
+        # Every prompt fits the judge's window with room for its judgment. The server prepares items on
+        # request threads while the model thread batches: sharing one fast tokenizer between them lets a
+        # count reset the padding of a batch being encoded ("Unable to create tensor"), so preparation
+        # counts with its own copy, one preparation at a time.
+        tokenizer = getattr(backend, "tokenizer", None)
+        self.fit = PromptFitter(backend, copy.deepcopy(tokenizer) if tokenizer is not None else None)
+        self._prepare_lock = threading.Lock()
         self.default = load_template(template, rubric_mode=rubric_mode)
         if self.default.kind != "pointwise":
             raise ValueError(f"the server scores pointwise; template {template!r} is {self.default.kind}")
@@ -145,6 +153,10 @@ class JudgeScorer(Scorer):
         return template
 
     def prepare(self, item: ScoreItem) -> Prepared:
+        with self._prepare_lock:
+            return self._prepare(item)
+
+    def _prepare(self, item: ScoreItem) -> Prepared:
         if item.skill is None:
             if item.resources:
                 raise ValueError("resources are mounted into a skill: give `skill` too")

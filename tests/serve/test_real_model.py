@@ -135,3 +135,42 @@ def test_several_rollouts_on_a_greedy_server_are_sampled(scorer, pairs):
     result = scorer.score([ScoreItem(prompt=pairs[0].prompt, response=pairs[0].chosen, n=4)])[0]
     texts = [j.text for j in result.judgments]
     assert len(texts) == 4 and len(set(texts)) > 1
+
+
+def test_preparation_counts_with_its_own_tokenizer_while_the_model_thread_batches(scorer, pairs):
+    """A fast tokenizer's padding state is per object: preparing (counting, no padding) on a request thread
+    with the tokenizer the model thread is batching with broke batches with "Unable to create tensor"."""
+    import threading
+
+    assert scorer.fit.tokenizer is not scorer.backend.tokenizer
+    items = [ScoreItem(prompt=p.prompt, response=p.chosen * (1 + i % 3)) for i, p in enumerate(pairs)]
+    stop, errors = threading.Event(), []
+
+    def prepare_forever() -> None:
+        while not stop.is_set():
+            for item in items:
+                scorer.prepare(item)
+
+    thread = threading.Thread(target=prepare_forever)
+    thread.start()
+    try:
+        for _ in range(3):
+            try:
+                scorer.run([scorer.prepare(i) for i in items])
+            except ValueError as err:
+                errors.append(err)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+
+
+def test_a_tokenizer_without_a_pad_token_gets_the_training_stages_pad_token_and_batches(judge_dir, pairs):
+    from patarm.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm(str(judge_dir))
+    tokenizer.pad_token = None
+    backend = HFBackend(model.eval(), tokenizer, GenerationOptions(max_new_tokens=2, batch_size=4))
+    assert tokenizer.pad_token is not None and tokenizer.pad_token_id not in (tokenizer.eos_token_id,)
+    prompts = [[{"role": "user", "content": "short"}], [{"role": "user", "content": pairs[0].chosen}]]
+    assert len(backend.generate(prompts)) == 2
