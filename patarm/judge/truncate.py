@@ -87,6 +87,7 @@ class PromptFitter:
         window = context_window(getattr(backend, "model", None), self.tokenizer) if self.tokenizer else None
         options = getattr(backend, "options", None)
         new = getattr(options, "max_new_tokens", None)
+        self.window = window
         self.budget = window - new if window and new else None
         trained = getattr(options, "max_prompt_tokens", None)  # the prompt length the judge was trained on
         if self.tokenizer and trained:
@@ -100,10 +101,22 @@ class PromptFitter:
         self.truncated = self.too_long = 0
 
     def __call__(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        return self.fitted(messages)[0]
+
+    def fitted(self, messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], int | None]:
+        """(the shortened messages, their token count if still over the budget, else None)."""
         if self.budget is None:
-            return messages
+            return messages, None
         out, cut = truncate_messages(messages, self.tokenizer, self.budget)
-        if cut:
-            self.truncated += 1
-            self.too_long += _prompt_length(out, self.tokenizer) > self.budget
-        return out
+        if not cut:
+            return out, None
+        self.truncated += 1
+        length = _prompt_length(out, self.tokenizer)
+        if length <= self.budget:
+            return out, None
+        self.too_long += 1
+        return out, length
+
+    def length(self, messages: list[dict[str, str]]) -> int | None:
+        """Prompt tokens of chat `messages` (None without a tokenizer)."""
+        return _prompt_length(messages, self.tokenizer) if self.tokenizer is not None else None

@@ -77,6 +77,10 @@ class Prepared:
     skill: bool = False
 
 
+class PromptTooLong(ValueError):
+    """An item or conversation does not fit the judge's prompt budget even when shortened (→ HTTP 413)."""
+
+
 def mean_score(scores: Sequence[float | None]) -> float | None:
     valid = [s for s in scores if s is not None]
     return sum(valid) / len(valid) if valid else None
@@ -91,6 +95,10 @@ class Scorer:
     def prepare(self, item: ScoreItem) -> Any:
         """Validate and render one item (raise ValueError naming the bad field)."""
         return item
+
+    def prepare_chat(self, messages: Messages, sampling: Sampling) -> Messages:
+        """Check that chat `messages` fit with room for `sampling.max_tokens` (raise PromptTooLong)."""
+        return messages
 
     def run(self, prepared: Sequence[Any]) -> list[ScoreResult]:
         raise NotImplementedError
@@ -157,11 +165,15 @@ class JudgeScorer(Scorer):
             return self._prepare(item)
 
     def _prepare(self, item: ScoreItem) -> Prepared:
+        if item.domain is not None:  # a name in the rubric registry, never a path (ValueError otherwise)
+            from patarm.rubrics import load_primary_rubrics
+
+            load_primary_rubrics(item.domain)
         if item.skill is None:
             if item.resources:
                 raise ValueError("resources are mounted into a skill: give `skill` too")
             template = self._template(item)
-            messages = self.fit(render_pointwise(item.prompt, item.response, template, domain=item.domain))
+            messages = self._fit(render_pointwise(item.prompt, item.response, template, domain=item.domain))
             return Prepared(messages, template, item.n)
         from patarm.skills.router import static_prompt
         from patarm.skills.session import mount
@@ -169,7 +181,30 @@ class JudgeScorer(Scorer):
         skill = _bank_skill(item.skill)
         mounted = [mount(r["id"], r["type"], r["content"], r.get("description", "")) for r in item.resources]
         messages = static_prompt(skill, item.prompt, item.response, item.domain, mounted, run_verifiers=False)
-        return Prepared(messages, load_template(SKILL_TEMPLATE[0], rubric_mode=SKILL_TEMPLATE[1]), item.n, skill=True)
+        return Prepared(self._fit(messages), load_template(SKILL_TEMPLATE[0], rubric_mode=SKILL_TEMPLATE[1]), item.n,
+                        skill=True)
+
+    def _fit(self, messages: Messages) -> Messages:
+        """Shorten the conversation and response to the prompt budget; refuse what still does not fit."""
+        messages, over = self.fit.fitted(messages)
+        if over is not None:
+            raise PromptTooLong(f"the judge prompt has {over} tokens with its conversation and response shortened "
+                                f"to the minimum; this judge's prompt budget is {self.fit.budget} tokens (shorten "
+                                "the rubric, resources or system text)")
+        return messages
+
+    def prepare_chat(self, messages: Messages, sampling: Sampling) -> Messages:
+        window = self.fit.window
+        if window is None or self.fit.tokenizer is None:
+            return messages
+        with self._prepare_lock:
+            length = self.fit.length(messages)
+        budget = window - sampling.max_tokens
+        if length > budget:
+            raise PromptTooLong(f"the messages have {length} tokens; this judge's window of {window} tokens less "
+                                f"max_tokens {sampling.max_tokens} leaves {budget} for them (shorten the messages or "
+                                "lower max_tokens)")
+        return messages
 
     def run(self, prepared: Sequence[Prepared]) -> list[ScoreResult]:
         """One backend call per distinct n (a backend samples the same n for every prompt of a call)."""
