@@ -3,7 +3,6 @@ requests, a token in the query string. Every loop is bounded; every socket is cl
 
 import json
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -17,15 +16,21 @@ from test_load import FAKE_SERVER, _free_port, _start, _stop
 HALF_HEAD = b"POST /v1/judge HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"  # never finished
 
 
-def _health_ms(url: str, probes: int = 7) -> float:
-    """Median milliseconds of /health on fresh connections (each pays for its own connect)."""
+def _health_ms(url: str, probes: int = 7) -> list[float]:
+    """Milliseconds of `probes` /health calls, sorted, each on a fresh connection (paying its connect)."""
     times = []
     for _ in range(probes):
         start = time.perf_counter()
         r = httpx.get(url + "/health", timeout=10, headers={"Connection": "close"})
         times.append(1000 * (time.perf_counter() - start))
         assert r.status_code == 200, r.text
-    return statistics.median(times)
+    return sorted(times)
+
+
+def _answers_fast(times: list[float]) -> bool:
+    """All but the slowest probe under 100 ms, and that one under 1 s: on this shared 2-core machine one
+    probe in a few is descheduled for a while by other tenants, whatever the server does."""
+    return times[-2] < 100 and times[-1] < 1000
 
 
 def _half_open(port: int, count: int) -> list[socket.socket]:
@@ -68,7 +73,8 @@ def test_200_idle_half_sent_sockets_leave_health_fast_and_are_closed_after_the_h
     port, url = server
     socks = _half_open(port, 200)
     try:
-        assert _health_ms(url) < 100  # the idle ones are evicted to make room; none refuses /health
+        times = _health_ms(url)  # the longest-idle are evicted to make room; nothing refuses /health
+        assert _answers_fast(times), times
         authorised = httpx.post(url + "/v1/judge", json={"items": [{"prompt": "p", "response": "r"}]}, timeout=10)
         assert authorised.status_code == 200
         deadline = time.monotonic() + 4  # head deadline 2 s (+ margin): every idle socket is closed by now
@@ -101,7 +107,8 @@ def test_a_64_mb_header_is_refused_at_the_head_limit_while_health_stays_fast(ser
     thread = threading.Thread(target=send_big_header)
     thread.start()
     try:
-        assert _health_ms(url) < 100
+        times = _health_ms(url)
+        assert _answers_fast(times), times
         thread.join(30)
         answer = _closed_by_server(s, 10)
     finally:

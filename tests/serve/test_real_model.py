@@ -201,7 +201,10 @@ def test_health_answers_fast_while_a_maximal_request_is_prepared(scorer, pairs):
         thread.join(300)
     assert answer["status"] == 200
     assert answer["seconds"] > 0.5 + sum(probes)  # the probes ran while the request was being prepared
-    assert max(probes) < 0.1, probes  # every probe: before, the first one waited for the whole preparation
+    # All but the slowest probe under 100 ms, that one under 1 s (a shared 2-core machine deschedules one
+    # now and then); before, the first probe waited for the whole preparation (~15 s).
+    probes.sort()
+    assert probes[-2] < 0.1 and probes[-1] < 1.0, probes
 
 
 def test_chat_over_the_window_is_refused_with_413_naming_the_limit(scorer):
