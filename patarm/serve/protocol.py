@@ -77,9 +77,9 @@ class GuardedH11Protocol(H11Protocol):
 
     def send_400_response(self, msg: str) -> None:
         """h11 refused the request: too large a head (431), or not HTTP (400)."""
-        if self._head_bytes > self.conn._max_incomplete_event_size:
-            self._close_with(431, f"the request head passed the limit of {self.conn._max_incomplete_event_size} "
-                                  "bytes")
+        limit = self.config.h11_max_incomplete_event_size or MAX_HEAD_BYTES
+        if self._head_bytes > limit:
+            self._close_with(431, f"the request head passed the limit of {limit} bytes")
         else:
             self._close_with(400, "not a valid HTTP/1.1 request")
 
