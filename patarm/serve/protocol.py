@@ -7,7 +7,8 @@ issue #157's `--timeout-request-start` was never added), and with `--limit-concu
 turn every other request away with 503. This subclass adds:
 
 - a head deadline: a connection must complete each request head within `head_timeout_s` of opening or of
-  its previous response (else 408 and close); the body's own time limit is the app's (`Guard`);
+  its previous response (else 408 and close; an idle keep-alive connection is closed silently); the body's
+  own time limit is the app's (`Guard`);
 - a connection cap without collateral damage: past `max_connections` the connection that has waited
   longest for a head is closed, not the new one (a busy connection is never closed; when every one is
   busy the new connection gets 503);
@@ -103,8 +104,11 @@ class GuardedH11Protocol(H11Protocol):
             self._close_with(408, f"no complete request head within {self.head_timeout_s:g} s")
 
     def _close_with(self, status: int, detail: str) -> None:
+        """Answer `status` and close, where a request has begun arriving; an idle connection (no byte of a
+        next request) is closed silently, as keep-alive timeouts are: a client that reuses it must not read
+        an unsolicited 408 as the answer to its next request. Never writes into a response the app started."""
         if not self.transport.is_closing():
-            if self._waiting_for_head():  # never write into a response the app has started
+            if self._waiting_for_head() and (self._head_bytes or status != 408):
                 self.transport.write(raw_json_response(status, detail))
             self.transport.close()
 
