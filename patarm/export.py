@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from patarm.config import RunArguments
-from patarm.io import write_json
+from patarm.io import output_apart, write_json
 from patarm.models.settings import RUN_CONFIG_FILE, read_run_config
 
 
@@ -87,21 +88,29 @@ def export(checkpoint: str | Path, out: str | Path, push_to_hub: str | None = No
     """Write the export to `out` (built in a temporary folder, then moved into place). An existing,
     non-empty `out` is replaced only with `overwrite`."""
     checkpoint, out = Path(checkpoint), Path(out)
+    output_apart(out, [checkpoint])
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise FileExistsError(f"export folder {out} exists and is not empty; pass --overwrite to replace it, "
                               "or choose another --output")
     model, tokenizer = _load(checkpoint)
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    model.save_pretrained(tmp, safe_serialization=True)
-    tokenizer.save_pretrained(tmp)
-    if model.generation_config is not None:
-        model.generation_config.save_pretrained(tmp)
-    config = read_run_config(checkpoint) or read_run_config(checkpoint.parent)  # checkpoint-N: its run's config
-    write_json(config, tmp / RUN_CONFIG_FILE)
-    (tmp / "README.md").write_text(model_card(config, eval_results))
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Built in a fresh hidden folder beside `out`, then moved into place; removed whatever happens.
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        if model.generation_config is not None:
+            model.generation_config.save_pretrained(tmp)
+        config = read_run_config(checkpoint) or read_run_config(checkpoint.parent)  # checkpoint-N: its run's
+        write_json(config, tmp / RUN_CONFIG_FILE)
+        (tmp / "README.md").write_text(model_card(config, eval_results))
+        if out.is_dir():
+            shutil.rmtree(out)
+        elif out.exists():  # --overwrite of a file
+            out.unlink()
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if push_to_hub:
         model.push_to_hub(push_to_hub)
         tokenizer.push_to_hub(push_to_hub)

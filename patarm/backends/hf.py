@@ -18,8 +18,12 @@ class HFBackend:
         self.model, self.tokenizer = model, tokenizer
         self.options = options or GenerationOptions()
         self.model_id = model_id or getattr(getattr(model, "config", None), "_name_or_path", None) or "hf-model"
+        if tokenizer.pad_token_id is None:  # batches need one: the training stages' rule picks it
+            from patarm.models import ensure_pad_token
+
+            ensure_pad_token(tokenizer, self.model_id)
         if tokenizer.pad_token_id is None:
-            raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token before judging")
+            raise ValueError(f"{self.model_id}: the tokenizer has no pad token and no token to pad with")
 
     @classmethod
     def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> HFBackend:

@@ -71,6 +71,9 @@ def _run_step(step: str, argv: list[str]) -> list[dict]:
         raise ValueError(f"patarm prep {step}: give --output DIR")
     if "input" in {f.name for f in fields(cls)} and not cfg.input:
         raise ValueError(f"patarm prep {step}: give --input (a pairs file, a hub id, or a previous step's folder)")
+    from patarm.io import output_apart
+
+    output_apart(out.output, cfg.input_paths() if hasattr(cfg, "input_paths") else [])
     teacher = None
     if out.teacher:
         if not takes_teacher:

@@ -2,7 +2,8 @@
 
     patarm serve [--model {run_dir}/export] [--backend hf|vllm] [--host 127.0.0.1] [--port 8000]
                  [--token_env VAR | --token_file F] [--max_batch 32] [--max_wait_ms 10] [--max_queue 1024]
-                 [--max_body_bytes 4194304] [--timeout_s 300]
+                 [--max_body_bytes 4194304] [--timeout_s 300] [--head_timeout_s 10] [--max_head_bytes 65536]
+                 [--max_connections 1024]
 
 Endpoints: POST /v1/judge, POST /get_reward (OpenRLHF), POST /v1/chat/completions, GET /health,
 GET /metrics. It listens on loopback unless --host says otherwise; with a token every route but
@@ -47,6 +48,11 @@ class ServeArguments(RunArguments):
     max_queue: int = field(default=1024, metadata={"help": "most items waiting; more get 429"})
     max_body_bytes: int = field(default=4 * 1024 * 1024, metadata={"help": "larger bodies get 413"})
     timeout_s: float = field(default=300.0, metadata={"help": "requests not answered by then get 408"})
+    head_timeout_s: float = field(default=10.0, metadata={"help": "a connection must send a whole request head "
+                                  "within this many seconds of opening or of its last answer (else 408, closed)"})
+    max_head_bytes: int = field(default=64 * 1024, metadata={"help": "larger request heads get 431"})
+    max_connections: int = field(default=1024, metadata={"help": "open connections; past it the one idle longest "
+                                 "is closed"})
     max_new_tokens: int | None = judge_field("max_new_tokens")
     max_prompt_tokens: int | None = judge_field("max_prompt_tokens")
     temperature: float | None = judge_field("temperature", help="judge sampling temperature (default 0: greedy)")
@@ -57,7 +63,8 @@ class ServeArguments(RunArguments):
                                                      "choices": ["critical", "error", "warning", "info", "debug"]})
 
     def __post_init__(self) -> None:
-        for name in ("max_batch", "max_queue", "max_body_bytes", "timeout_s"):
+        for name in ("max_batch", "max_queue", "max_body_bytes", "timeout_s", "head_timeout_s", "max_head_bytes",
+                     "max_connections"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
         JudgeOptions.of(self)
@@ -121,4 +128,5 @@ def main(command: str, argv: list[str]) -> None:
                          max_body_bytes=args.max_body_bytes, timeout_s=args.timeout_s, model_name=scorer.name,
                          token=token)
     serve_forever(create_app(scorer, config), sock, log_level=args.log_level,
-                  graceful_timeout_s=args.timeout_s, limit_concurrency=args.max_queue + 64)
+                  graceful_timeout_s=args.timeout_s, head_timeout_s=args.head_timeout_s,
+                  max_head_bytes=args.max_head_bytes, max_connections=args.max_connections)

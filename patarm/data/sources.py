@@ -154,8 +154,11 @@ def open_source(source: Any, split: str = "train") -> Source:
         if name.endswith(".parquet"):
             return Source(_parquet_rows(path), str(path), stem, "file")
         raise ValueError(f"{path}: unsupported file type; expected .jsonl, .json or .parquet")
-    if path.exists():
+    if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory; pass one .jsonl, .json or .parquet file")
+    if path.exists():  # a FIFO, socket or device: reading it could block or never end
+        raise ValueError(f"{path} is not a regular file (a pipe, socket or device); pass one .jsonl, .json or "
+                         ".parquet file")
     if isinstance(source, str) and _looks_like_hub_id(source):
         return Source(_hub_rows(source, split), source, source, "hub")
     raise FileNotFoundError(

@@ -35,7 +35,7 @@ from patarm.io.text import (
 
 __all__ = ["DataError", "JSONProblem", "MAX_DEPTH", "SURROGATE_MESSAGE", "append_jsonl", "atomic_write",
            "iter_jsonl", "iter_jsonl_lines", "loads", "loads_line", "lone_surrogate", "nesting_depth",
-           "open_bytes", "read_json", "read_jsonl", "read_text", "sha256_file", "sniff", "write_json",
+           "open_bytes", "output_apart", "read_json", "read_jsonl", "read_text", "sha256_file", "sniff", "write_json",
            "write_jsonl"]
 
 _BOM = b"\xef\xbb\xbf"
@@ -285,3 +285,17 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
         while block := fh.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def output_apart(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "--output") -> None:
+    """Raise ValueError, before anything is written, when writing into the folder `output` could overwrite
+    or delete an input: an input that is `output` itself or lies inside it (links resolved). Inputs that
+    are not on disk (hub ids) cannot collide and are skipped."""
+    out = Path(output).resolve()
+    for given in inputs:
+        if not os.path.lexists(given):
+            continue
+        src = Path(given).resolve()
+        if src == out or out in src.parents:
+            raise ValueError(f"{flag} {output}: it holds the input {given}, which writing there would overwrite; "
+                             "choose an output folder that does not contain the input")

@@ -80,13 +80,16 @@ def context_window(model: Any, tokenizer: Any) -> int | None:
 class PromptFitter:
     """Makes every judge prompt fit `window - max_new_tokens` tokens of a local model, by the rules above,
     and counts what it did (`truncated`: prompts it cut; `too_long`: prompts still over after cutting,
-    i.e. whose instructions alone do not fit). Backends without a tokenizer (HTTP) pass prompts through."""
+    i.e. whose instructions alone do not fit). Backends without a tokenizer (HTTP) pass prompts through.
+    `tokenizer` (default: the backend's) is the one it counts with: give a copy when another thread may
+    be batching with the backend's own (a fast tokenizer's padding state is per object, not per call)."""
 
-    def __init__(self, backend: Any):
-        self.tokenizer = getattr(backend, "tokenizer", None)
+    def __init__(self, backend: Any, tokenizer: Any = None):
+        self.tokenizer = tokenizer if tokenizer is not None else getattr(backend, "tokenizer", None)
         window = context_window(getattr(backend, "model", None), self.tokenizer) if self.tokenizer else None
         options = getattr(backend, "options", None)
         new = getattr(options, "max_new_tokens", None)
+        self.window = window
         self.budget = window - new if window and new else None
         trained = getattr(options, "max_prompt_tokens", None)  # the prompt length the judge was trained on
         if self.tokenizer and trained:
@@ -100,10 +103,22 @@ class PromptFitter:
         self.truncated = self.too_long = 0
 
     def __call__(self, messages: list[dict[str, str]]) -> list[dict[str, str]]:
+        return self.fitted(messages)[0]
+
+    def fitted(self, messages: list[dict[str, str]]) -> tuple[list[dict[str, str]], int | None]:
+        """(the shortened messages, their token count if still over the budget, else None)."""
         if self.budget is None:
-            return messages
+            return messages, None
         out, cut = truncate_messages(messages, self.tokenizer, self.budget)
-        if cut:
-            self.truncated += 1
-            self.too_long += _prompt_length(out, self.tokenizer) > self.budget
-        return out
+        if not cut:
+            return out, None
+        self.truncated += 1
+        length = _prompt_length(out, self.tokenizer)
+        if length <= self.budget:
+            return out, None
+        self.too_long += 1
+        return out, length
+
+    def length(self, messages: list[dict[str, str]]) -> int | None:
+        """Prompt tokens of chat `messages` (None without a tokenizer)."""
+        return _prompt_length(messages, self.tokenizer) if self.tokenizer is not None else None

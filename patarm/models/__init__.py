@@ -118,15 +118,21 @@ def load_tokenizer(path: str, padding_side: str = "left") -> Any:
     training is safe either way; this keeps it safe for other code too)."""
     from transformers import AutoTokenizer
 
+    tokenizer = AutoTokenizer.from_pretrained(path, padding_side=padding_side)
+    return ensure_pad_token(tokenizer, path)
+
+
+def ensure_pad_token(tokenizer: Any, where: str = "tokenizer") -> Any:
+    """Give `tokenizer` a pad token that is not a stop token when the vocabulary allows it (the rule of
+    `load_tokenizer`, shared by training, judging and serving: any tokenizer can batch); returns it."""
     from patarm.models.gguf import choose_pad_token
 
-    tokenizer = AutoTokenizer.from_pretrained(path, padding_side=padding_side)
     stops = stop_token_ids(tokenizer)
     if tokenizer.pad_token is None or tokenizer.pad_token_id in stops:
         before = tokenizer.pad_token
         tokenizer.pad_token = choose_pad_token(tokenizer, stops)[0]
         if tokenizer.pad_token != before:
-            logger.info("%s: pad token %r (was %r%s)", path, tokenizer.pad_token, before,
+            logger.info("%s: pad token %r (was %r%s)", where, tokenizer.pad_token, before,
                         ", a stop token" if before is not None else "")
     return tokenizer
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from patarm.config import RunArguments, unknown_keys_error
+from patarm.io import output_apart
 from patarm.prep.io import describe_input, read_manifest, step_is_done
 from patarm.prep.steps import STEPS
 
@@ -103,6 +104,8 @@ def run_pipeline(config: PipelineArguments, *, make_backend: Callable | None = N
     from patarm.backends import make_backend as default_make_backend
 
     steps = plan(config)
+    for s in steps:  # before any step writes: no step may write over an input of its own
+        output_apart(s["out"], s["cfg"].input_paths(), flag=f"step {s['name']!r}: its folder")
     built: dict[str, Any] = {}
     manifests = []
     for s in steps:

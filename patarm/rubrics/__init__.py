@@ -8,6 +8,7 @@ instance) and ``adaptive`` (both; the paper's default).
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -21,6 +22,7 @@ DOMAIN_ALIASES = {
     "safety-refuse": "safety", "safety-response": "safety",
 }
 DEFAULT_DOMAIN = "chat"
+DOMAIN_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")  # a file stem, never a path
 
 
 @dataclass(frozen=True)
@@ -51,17 +53,29 @@ def canonical_domain(domain: str | None) -> str:
     return DOMAIN_ALIASES.get(domain, domain)
 
 
-@functools.cache
 def load_primary_rubrics(domain: str | None, extra_dirs: tuple[str, ...] = ()) -> tuple[Rubric, ...]:
-    """The primary rubrics of `domain`; files in `extra_dirs` override the bundled ones."""
+    """The primary rubrics of `domain`; files in `extra_dirs` override the bundled ones.
+
+    A domain is a name looked up among the rubric files, never a path: a server passes clients' domains
+    here, and `../x` or `/etc/x` must neither read a file nor tell whether one exists."""
     name = canonical_domain(domain)
+    if not DOMAIN_NAME_RE.match(name) or name not in available_domains(extra_dirs):
+        raise ValueError(
+            f"no primary rubric for domain {domain!r}; available: {available_domains(extra_dirs)}. "
+            "Add a YAML file named after the domain to a rubric folder (rubric_dirs in the config)."
+        )
+    return _load_rubrics(name, extra_dirs)
+
+
+@functools.lru_cache(maxsize=64)  # keyed by the canonical name: new spellings of a domain add nothing
+def _load_rubrics(name: str, extra_dirs: tuple[str, ...]) -> tuple[Rubric, ...]:
     for folder in [*map(Path, reversed(extra_dirs)), RUBRIC_DIR]:
         path = folder / f"{name}.yaml"
         if path.is_file():
             break
     else:
         raise ValueError(
-            f"no primary rubric for domain {domain!r}; available: {available_domains(extra_dirs)}. "
+            f"no primary rubric for domain {name!r}; available: {available_domains(extra_dirs)}. "
             "Add a YAML file named after the domain to a rubric folder (rubric_dirs in the config)."
         )
     data = yaml.safe_load(path.read_text(encoding="utf-8"))

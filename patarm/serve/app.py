@@ -9,14 +9,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request, Response
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from patarm.serve.batching import BatcherClosed, DynamicBatcher, QueueFull
@@ -34,7 +38,7 @@ from patarm.serve.schemas import (
     RewardRequest,
     RewardResponse,
 )
-from patarm.serve.scorer import Sampling, ScoreItem, Scorer, ScoreResult
+from patarm.serve.scorer import PromptTooLong, Sampling, ScoreItem, Scorer, ScoreResult
 
 JUDGE_KEY = "judge"
 log = logging.getLogger("patarm.serve")
@@ -74,6 +78,7 @@ class _Service:
     def __init__(self, scorer: Scorer, config: ServeConfig, metrics: ServeMetrics):
         self.scorer, self.config, self.metrics = scorer, config, metrics
         self.idempotency = IdempotencyCache()
+        self.prep_pool = ThreadPoolExecutor(1, thread_name_prefix="patarm-serve-prepare")
         self.batcher = DynamicBatcher(self._run, max_batch=config.max_batch, max_wait_s=config.max_wait_ms / 1000,
                                       max_queue=config.max_queue, on_batch=metrics.observe_batch,
                                       on_depth=metrics.queue_depth.set)
@@ -87,18 +92,32 @@ class _Service:
             return results
         return self.scorer.complete(payloads, key[1])
 
-    def check_items(self, count: int) -> None:
+    def check_items(self, count: int, rollouts: int | None = None) -> None:
+        """Refuse (413) a request over the item limit, or whose rollouts (items × n) alone overflow the queue."""
         limit = min(self.config.max_items, self.config.max_queue)
         if count > limit:
             raise HTTPException(413, f"{count} items in one request; the limit is {limit} (split the batch)")
+        if rollouts is not None and rollouts > self.config.max_queue:
+            raise HTTPException(413, f"{rollouts} judge rollouts (items × n) in one request; the queue holds "
+                                     f"{self.config.max_queue} (split the batch or lower n)")
 
-    def prepare(self, items: list[ScoreItem], what: str = "items") -> list[Any]:
+    async def off_loop(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking preparation (rendering, tokenising, fitting prompts) on the preparation thread, so the
+        event loop keeps answering (/health, other requests) while a large request is prepared."""
+        return await asyncio.get_running_loop().run_in_executor(self.prep_pool, fn, *args)
+
+    async def prepare(self, items: list[ScoreItem], what: str = "items") -> list[Any]:
+        return await self.off_loop(self._prepare_all, items, what)
+
+    def _prepare_all(self, items: list[ScoreItem], what: str) -> list[Any]:
         prepared = []
         for i, item in enumerate(items):
             try:
                 prepared.append(self.scorer.prepare(item))
+            except PromptTooLong as err:
+                raise HTTPException(413, redact(f"{what}[{i}]: {err}")) from None
             except ValueError as err:
-                raise HTTPException(400, f"{what}[{i}]: {err}") from None
+                raise HTTPException(400, redact(f"{what}[{i}]: {err}")) from None
         return prepared
 
     @staticmethod
@@ -120,18 +139,46 @@ class _Service:
                 raise HTTPException(409, str(err)) from None
             waiter: Any = asyncio.shield(task)  # a timed-out attempt leaves the answer for its retry
         else:
-            waiter = start()  # cancelled on timeout: its queued items are dropped unrun
+            waiter = start()  # cancelled on timeout or disconnect: its queued items are dropped unrun
+        work = asyncio.ensure_future(waiter)
+        gone = asyncio.ensure_future(_disconnected(request))
         try:
-            return await asyncio.wait_for(waiter, self.config.timeout_s)
-        except asyncio.TimeoutError:
+            done, _ = await asyncio.wait({work, gone}, timeout=self.config.timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            gone.cancel()
+        if work not in done:
+            work.cancel()  # the client left or time ran out; an idempotent task lives on (shielded) for a retry
+            if gone in done:
+                raise HTTPException(499, "the client closed the connection; its queued work was cancelled")
             raise HTTPException(408, f"not answered within {self.config.timeout_s:g} s; retry (with the same "
-                                     "request id to reuse the work already done)") from None
+                                     "request id to reuse the work already done)")
+        try:
+            return work.result()
         except (HTTPException, QueueFull, BatcherClosed, NotImplementedError):
             raise
         except Exception as err:  # the scorer failed on the batch: answer 500 and keep the connection
             log.exception("the judge failed on a batch")
-            raise HTTPException(500, f"the judge failed on this request's batch: {type(err).__name__}: {err}") \
-                from None
+            raise HTTPException(500, redact(f"the judge failed on this request's batch: {type(err).__name__}: "
+                                            f"{err}")) from None
+
+
+async def _disconnected(request: Request) -> None:
+    """Return when the client has closed the connection (the body has been read by now)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+_SERVER_PATHS = sorted({str(p) for p in (Path(__file__).resolve().parents[2], Path(sys.prefix), Path(sys.base_prefix),
+                                         Path.cwd(), Path.home()) if len(str(p)) > 1}, key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    """`text` without the server's own paths (install folder, Python prefix, working and home folders):
+    an error body tells a client what was wrong with its request, not where the server lives."""
+    for path in _SERVER_PATHS:
+        text = text.replace(path, "…")
+    return text
 
 
 def create_app(scorer: Scorer, config: ServeConfig | None = None) -> Any:
@@ -145,6 +192,7 @@ def create_app(scorer: Scorer, config: ServeConfig | None = None) -> Any:
         service.batcher.start()
         yield
         await service.batcher.close()  # uvicorn has finished the in-flight requests by now; drain the rest
+        service.prep_pool.shutdown(wait=True)
 
     app = FastAPI(title="patarm serve", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.state.service = service
@@ -155,13 +203,20 @@ def create_app(scorer: Scorer, config: ServeConfig | None = None) -> Any:
 
 
 def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, err: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes each bad input back, and a non-finite float (1e999 → inf) cannot be
+        # rendered as JSON: that 422 became a 500. Say where and what, without the input.
+        return JSONResponse({"detail": [{"loc": list(e.get("loc", ())), "msg": e.get("msg", ""),
+                                         "type": e.get("type", "")} for e in err.errors()]}, 422)
+
     @app.exception_handler(QueueFull)
     async def queue_full(request: Request, err: QueueFull) -> JSONResponse:
         return JSONResponse({"detail": str(err)}, 429, headers={"Retry-After": str(err.retry_after_s)})
 
     @app.exception_handler(Exception)
     async def failed(request: Request, err: Exception) -> JSONResponse:  # a bug: uvicorn logs the traceback
-        return JSONResponse({"detail": f"internal error: {type(err).__name__}: {err}"}, 500)
+        return JSONResponse({"detail": redact(f"internal error: {type(err).__name__}: {err}")}, 500)
 
     @app.exception_handler(BatcherClosed)
     async def closed(request: Request, err: BatcherClosed) -> JSONResponse:
@@ -182,12 +237,12 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
 
     @app.post("/v1/judge", response_model=JudgeResponse)
     async def judge(body: JudgeRequest, request: Request, response: Response) -> JudgeResponse:
-        service.check_items(len(body.items))
+        service.check_items(len(body.items), sum(i.n for i in body.items))
         request_id = service.request_id(request, body.request_id)
-        prepared = service.prepare([_to_item(i) for i in body.items])
+        prepared = await service.prepare([_to_item(i) for i in body.items])
 
         async def start() -> list[ScoreResult]:
-            return await batcher.submit(JUDGE_KEY, prepared)
+            return await batcher.submit(JUDGE_KEY, prepared, [i.n for i in body.items])
 
         results = await service.execute(request, request_id, start)
         if request_id:
@@ -201,14 +256,19 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         service.check_items(len(body.query))
         if body.prompts is not None and len(body.prompts) != len(body.query):
             raise HTTPException(400, f"{len(body.query)} queries but {len(body.prompts)} prompts")
-        items = []
-        for i, query in enumerate(body.query):
-            try:
-                conversation, response_text = split_query(query, body.prompts[i] if body.prompts else None, index=i)
-            except ValueError as err:
-                raise HTTPException(400, str(err)) from None
-            items.append(ScoreItem(conversation, response_text))
-        prepared = service.prepare(items, "query")
+
+        def split_all() -> list[ScoreItem]:
+            items = []
+            for i, query in enumerate(body.query):
+                try:
+                    conversation, response_text = split_query(query, body.prompts[i] if body.prompts else None,
+                                                              index=i)
+                except ValueError as err:
+                    raise HTTPException(400, str(err)) from None
+                items.append(ScoreItem(conversation, response_text))
+            return items
+
+        prepared = await service.prepare(await service.off_loop(split_all), "query")
 
         async def start() -> list[ScoreResult]:
             return await batcher.submit(JUDGE_KEY, prepared)
@@ -228,10 +288,15 @@ def _add_routes(app: FastAPI, service: _Service) -> None:
         if max_tokens > config.max_chat_tokens:
             raise HTTPException(400, f"max_tokens {max_tokens} is over this server's limit {config.max_chat_tokens}")
         sampling = Sampling(max_tokens=max_tokens, temperature=body.temperature, top_p=body.top_p, n=body.n)
-        messages = [m.model_dump() for m in body.messages]
+        service.check_items(1, body.n)
+        try:
+            messages = await service.off_loop(service.scorer.prepare_chat, [m.model_dump() for m in body.messages],
+                                              sampling)
+        except PromptTooLong as err:
+            raise HTTPException(413, str(err)) from None
 
         async def start() -> list[list[str]]:
-            return await batcher.submit(("chat", sampling), [messages])
+            return await batcher.submit(("chat", sampling), [messages], [body.n])
 
         try:
             (texts,) = await service.execute(request, service.request_id(request), start)

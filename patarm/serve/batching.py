@@ -27,7 +27,7 @@ class QueueFull(Exception):
 
     def __init__(self, depth: int, capacity: int, retry_after_s: int):
         self.retry_after_s = retry_after_s
-        super().__init__(f"the queue holds {depth} of {capacity} items; retry in {retry_after_s} s")
+        super().__init__(f"the queue holds {depth} of {capacity} rollouts; retry in {retry_after_s} s")
 
 
 class BatcherClosed(Exception):
@@ -39,6 +39,7 @@ class _Entry:
     key: Hashable
     payload: Any
     future: asyncio.Future
+    weight: int = 1  # rollouts this item costs (its n)
     enqueued: float = field(default_factory=time.monotonic)
 
 
@@ -62,8 +63,8 @@ class DynamicBatcher:
 
     @property
     def depth(self) -> int:
-        """Items waiting (not yet taken into a batch)."""
-        return len(self._queue)
+        """Rollouts waiting (items × their n; not yet taken into a batch): what the queue limit counts."""
+        return sum(e.weight for e in self._queue)
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
@@ -71,17 +72,19 @@ class DynamicBatcher:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="patarm-serve-model")
         self._worker = asyncio.get_running_loop().create_task(self._loop(), name="patarm-serve-batcher")
 
-    async def submit(self, key: Hashable, payloads: Sequence[Any]) -> list[Any]:
-        """Queue `payloads` under `key` and wait for their results (in order); a failed batch raises here."""
+    async def submit(self, key: Hashable, payloads: Sequence[Any], weights: Sequence[int] | None = None) -> list[Any]:
+        """Queue `payloads` under `key` and wait for their results (in order); a failed batch raises here.
+        `weights` (default 1 each) are what each payload counts against `max_queue`: its rollouts."""
         if self._closing or self._worker is None:
             raise BatcherClosed("the server is shutting down")
-        if self.depth + len(payloads) > self.max_queue:
+        weights = list(weights) if weights is not None else [1] * len(payloads)
+        if self.depth + sum(weights) > self.max_queue:
             self._drop_cancelled()
-            if self.depth + len(payloads) > self.max_queue:
+            if self.depth + sum(weights) > self.max_queue:
                 raise QueueFull(self.depth, self.max_queue, self.retry_after_s())
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in payloads]
-        self._queue.extend(_Entry(key, p, f) for p, f in zip(payloads, futures))
+        self._queue.extend(_Entry(key, p, f, w) for p, f, w in zip(payloads, futures, weights))
         self._changed()
         try:
             return list(await asyncio.gather(*futures))

@@ -2,8 +2,9 @@
 
 It runs before FastAPI parses anything: an unauthenticated request is refused (401) before its body is
 read; a body over the limit is refused from its Content-Length, or as soon as the bytes read pass the
-limit (413); a body that takes longer than the time limit to arrive is refused (408). The token is
-compared in constant time and never logged.
+limit (413); a body that takes longer than the time limit to arrive is refused (408); a body with
+NaN or Infinity (not JSON, though Python parses them) is refused (422). The token is compared in
+constant time and never logged.
 """
 
 from __future__ import annotations
@@ -110,6 +111,7 @@ class Guard:
         except asyncio.TimeoutError:
             raise _Reject(408, f"the body did not arrive within {self.body_timeout_s:g} s") from None
         body, sent = b"".join(chunks), [False]
+        _refuse_non_finite(body)
 
         async def replay() -> dict:
             if not sent[0]:
@@ -118,3 +120,17 @@ class Guard:
             return await receive()
 
         return replay
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Reject(422, f"the body has {name}, which JSON does not allow: send a finite number or null")
+
+
+def _refuse_non_finite(body: bytes) -> None:
+    """Python's JSON parser (FastAPI's) accepts NaN and ±Infinity; refuse them (422) before any route sees
+    them. Only bodies that contain those words are parsed here, so ordinary requests pay a substring scan."""
+    if b"NaN" in body or b"Infinity" in body:
+        try:
+            json.loads(body, parse_constant=_reject_constant)
+        except ValueError:  # not JSON at all: the route answers 422 for that
+            pass

@@ -9,8 +9,10 @@ completes chat messages for `/v1/chat/completions`. The server never touches a m
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
+import threading
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -76,6 +78,11 @@ class Prepared:
     skill: bool = False
 
 
+class PromptTooLong(ValueError):
+    """An item or conversation does not fit the judge's prompt budget even when shortened (→ HTTP 413)."""
+
+
+
 class Scorer:
     """Base class: subclasses implement `run` (and `complete` if they can chat)."""
 
@@ -85,6 +92,10 @@ class Scorer:
     def prepare(self, item: ScoreItem) -> Any:
         """Validate and render one item (raise ValueError naming the bad field)."""
         return item
+
+    def prepare_chat(self, messages: Messages, sampling: Sampling) -> Messages:
+        """Check that chat `messages` fit with room for `sampling.max_tokens` (raise PromptTooLong)."""
+        return messages
 
     def run(self, prepared: Sequence[Any]) -> list[ScoreResult]:
         raise NotImplementedError
@@ -123,7 +134,13 @@ class JudgeScorer(Scorer):
     def __init__(self, backend: Any, template: str = "pointwise", rubric_mode: str | None = None,
                  name: str = "judge"):
         self.backend, self.name = backend, name
-        self.fit = PromptFitter(backend)  # every prompt fits the judge's window with room for its judgment
+        # Every prompt fits the judge's window with room for its judgment. The server prepares items on
+        # request threads while the model thread batches: sharing one fast tokenizer between them lets a
+        # count reset the padding of a batch being encoded ("Unable to create tensor"), so preparation
+        # counts with its own copy, one preparation at a time.
+        tokenizer = getattr(backend, "tokenizer", None)
+        self.fit = PromptFitter(backend, copy.deepcopy(tokenizer) if tokenizer is not None else None)
+        self._prepare_lock = threading.Lock()
         self.default = load_template(template, rubric_mode=rubric_mode)
         if self.default.kind != "pointwise":
             raise ValueError(f"the server scores pointwise; template {template!r} is {self.default.kind}")
@@ -141,11 +158,19 @@ class JudgeScorer(Scorer):
         return template
 
     def prepare(self, item: ScoreItem) -> Prepared:
+        with self._prepare_lock:
+            return self._prepare(item)
+
+    def _prepare(self, item: ScoreItem) -> Prepared:
+        if item.domain is not None:  # a name in the rubric registry, never a path (ValueError otherwise)
+            from patarm.rubrics import load_primary_rubrics
+
+            load_primary_rubrics(item.domain)
         if item.skill is None:
             if item.resources:
                 raise ValueError("resources are mounted into a skill: give `skill` too")
             template = self._template(item)
-            messages = self.fit(render_pointwise(item.prompt, item.response, template, domain=item.domain))
+            messages = self._fit(render_pointwise(item.prompt, item.response, template, domain=item.domain))
             return Prepared(messages, template, item.n)
         from patarm.skills.router import static_prompt
         from patarm.skills.session import mount
@@ -153,7 +178,30 @@ class JudgeScorer(Scorer):
         skill = _bank_skill(item.skill)
         mounted = [mount(r["id"], r["type"], r["content"], r.get("description", "")) for r in item.resources]
         messages = static_prompt(skill, item.prompt, item.response, item.domain, mounted, run_verifiers=False)
-        return Prepared(messages, load_template(SKILL_TEMPLATE[0], rubric_mode=SKILL_TEMPLATE[1]), item.n, skill=True)
+        return Prepared(self._fit(messages), load_template(SKILL_TEMPLATE[0], rubric_mode=SKILL_TEMPLATE[1]), item.n,
+                        skill=True)
+
+    def _fit(self, messages: Messages) -> Messages:
+        """Shorten the conversation and response to the prompt budget; refuse what still does not fit."""
+        messages, over = self.fit.fitted(messages)
+        if over is not None:
+            raise PromptTooLong(f"the judge prompt has {over} tokens with its conversation and response shortened "
+                                f"to the minimum; this judge's prompt budget is {self.fit.budget} tokens (shorten "
+                                "the rubric, resources or system text)")
+        return messages
+
+    def prepare_chat(self, messages: Messages, sampling: Sampling) -> Messages:
+        window = self.fit.window
+        if window is None or self.fit.tokenizer is None:
+            return messages
+        with self._prepare_lock:
+            length = self.fit.length(messages)
+        budget = window - sampling.max_tokens
+        if length > budget:
+            raise PromptTooLong(f"the messages have {length} tokens; this judge's window of {window} tokens less "
+                                f"max_tokens {sampling.max_tokens} leaves {budget} for them (shorten the messages or "
+                                "lower max_tokens)")
+        return messages
 
     def run(self, prepared: Sequence[Prepared]) -> list[ScoreResult]:
         """One backend call per distinct n (a backend samples the same n for every prompt of a call)."""

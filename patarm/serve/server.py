@@ -16,6 +16,8 @@ from typing import Any
 
 import uvicorn
 
+from patarm.serve.protocol import HEAD_TIMEOUT_S, MAX_CONNECTIONS, MAX_HEAD_BYTES, protocol_class
+
 log = logging.getLogger("patarm.serve")
 
 
@@ -43,12 +45,30 @@ def url_of(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
+class _NoQueryString(logging.Filter):
+    """The access log shows paths without their query string: no route takes one, and a client that puts its
+    token there (`?token=...`) must not see it written to the log."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) >= 3 and isinstance(record.args[2], str):
+            record.args = (*record.args[:2], record.args[2].split("?", 1)[0], *record.args[3:])
+        return True
+
+
 def uvicorn_config(app: Any, *, log_level: str = "info", graceful_timeout_s: float = 30.0,
-                   limit_concurrency: int | None = None, access_log: bool = True) -> uvicorn.Config:
-    # The access log has method, path and status only: headers (the bearer token) are never logged.
-    return uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=access_log,
-                          timeout_graceful_shutdown=int(graceful_timeout_s) + 1, limit_concurrency=limit_concurrency,
-                          timeout_keep_alive=30)
+                   max_connections: int = MAX_CONNECTIONS, head_timeout_s: float = HEAD_TIMEOUT_S,
+                   max_head_bytes: int = MAX_HEAD_BYTES, access_log: bool = True) -> uvicorn.Config:
+    """uvicorn on the h11 parser with a head-size limit (h11's own), a head deadline and a connection cap
+    (`patarm.serve.protocol`). The access log has method, path and status only: headers (the bearer
+    token) and query strings are never logged."""
+    config = uvicorn.Config(app, lifespan="on", log_level=log_level, access_log=access_log,
+                            timeout_graceful_shutdown=int(graceful_timeout_s) + 1, timeout_keep_alive=30,
+                            http=protocol_class(head_timeout_s=head_timeout_s, max_connections=max_connections),
+                            h11_max_incomplete_event_size=max_head_bytes)
+    access = logging.getLogger("uvicorn.access")
+    if not any(isinstance(f, _NoQueryString) for f in access.filters):
+        access.addFilter(_NoQueryString())
+    return config
 
 
 def serve_forever(app: Any, sock: socket.socket, **config_kwargs: Any) -> None:

@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from patarm.verify import uids
+from patarm.verify import seccomp, uids
 
 LEVELS = ("bwrap", "unshare", "limits")
 SANDBOX_DIR = "/sandbox"  # where the run's private directory appears inside bwrap
@@ -47,6 +47,8 @@ GUARANTEES = {
     "processes": "no process of the run outlives it, and host processes cannot be seen or signalled",
     "memory-total": "the run's memory (all processes and tmpfs files together) is bounded by one cgroup limit",
     "disk": "everything the run writes together is bounded (size-limited tmpfs)",
+    "syscalls": "a seccomp filter kills the program at system calls it never needs (ptrace, mount, namespaces, "
+                "bpf, keyrings, perf, userfaultfd, io_uring, kexec, modules)",
 }
 # Without these the caller must opt in; "memory-total" and "disk" are reported but not refused.
 REQUIRED = ("files", "persistence", "network", "processes")
@@ -145,6 +147,8 @@ def missing_guarantees(level: str, cgroup: bool = False) -> tuple[str, ...]:
         missing.append("memory-total")
     if level != "bwrap" or "--size" not in bwrap_features():
         missing.append("disk")
+    if level != "bwrap" or seccomp.bpf_program() is None:
+        missing.append("syscalls")
     return tuple(missing)
 
 
@@ -164,12 +168,14 @@ def private_subdirs(level: str) -> tuple[str, ...]:
     return ("tmp", "shm") if level == "bwrap" and "--size" not in bwrap_features() else ()
 
 
-def wrap_command(level: str, python: str, workdir: str, inner: list[str], disk_bytes: int | None = None) -> list[str]:
+def wrap_command(level: str, python: str, workdir: str, inner: list[str], disk_bytes: int | None = None,
+                 seccomp_fd: int | None = None) -> list[str]:
     """The full command that runs `python *inner` under `level`, with `workdir` as the private dir.
 
     `inner` holds the interpreter arguments; paths in it refer to SANDBOX_DIR under bwrap and to
     `workdir` otherwise (see `inner_dir`). Under bwrap the root and /dev are read-only, so the only
-    writable places are /tmp, /dev/shm and SANDBOX_DIR, each a tmpfs of `disk_bytes`.
+    writable places are /tmp, /dev/shm and SANDBOX_DIR, each a tmpfs of `disk_bytes`; `seccomp_fd`
+    (bwrap only) holds the filter of `patarm.verify.seccomp`, loaded just before the program starts.
     """
     if level == "bwrap":
         prefix = _python_prefix(python)
@@ -179,7 +185,8 @@ def wrap_command(level: str, python: str, workdir: str, inner: list[str], disk_b
         userns = ["--disable-userns", "--assert-userns-disabled"] if "--disable-userns" in bwrap_features() else []
         return ["bwrap", "--unshare-all", "--unshare-user", *userns, "--die-with-parent", "--new-session",
                 "--clearenv", *binds, "--proc", "/proc", "--dev", "/dev", *_bwrap_private(workdir, disk_bytes),
-                "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SANDBOX_DIR, "--", python, *inner]
+                "--remount-ro", "/dev", "--remount-ro", "/", "--chdir", SANDBOX_DIR,
+                *(["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []), "--", python, *inner]
     if level == "unshare":
         return ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child",
                 "--mount", "--mount-proc", "--", python, *inner]

@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from patarm.verify import cgroup, isolation, uids
+from patarm.verify import cgroup, isolation, seccomp, uids
 from patarm.verify.supervise import Channels, Observed, supervise
 
 BOOT_SOURCE = (Path(__file__).parent / "sandbox_boot.py").read_text(encoding="utf-8")
@@ -124,6 +124,11 @@ def classify(obs: Observed, cpu_limit_s: int) -> tuple[str, str]:
     if code < 0:
         import signal
 
+        if -code == signal.SIGSYS:
+            call = report.get("denied_call")
+            return "killed", (f"killed by the sandbox's seccomp filter: system call {call} is denied" if call else
+                              "killed by the sandbox's seccomp filter: a denied system call (ptrace, mount, "
+                              "namespaces, bpf, keyrings, perf, userfaultfd, io_uring, kexec, modules, ...)")
         name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
         return "killed", f"terminated by signal {name}"
     return "error", f"exit code {code}"
@@ -162,14 +167,21 @@ def _launch(level: str, source: bytes, limits: Limits, harness: str, uid: int | 
                       # The guard may kill(-1): its pid namespace, or under `limits` only its own uid.
                       "kill_all": level != "limits" or uid is not None}
             inside = isolation.inner_dir(level, workdir)
-            # -u: unbuffered, so what a program printed before it was killed is still reported.
-            cmd = isolation.wrap_command(level, isolation.sandbox_python(), workdir,
-                                         ["-I", "-u", "-c", BOOT_SOURCE, json.dumps(config), f"{inside}/main.py"],
-                                         limits.disk_bytes)
-            ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
-            pass_fds = ch.child_fds() + ((cg.procs_fd,) if cg else ())
-            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                    env={}, cwd=workdir, start_new_session=True, pass_fds=pass_fds, **ids)
+            filter_fd = seccomp.program_fd() if level == "bwrap" else None
+            if filter_fd is not None:  # the verdict names a denied call the program was seen making
+                config["seccomp_names"] = {str(nr): name for nr, name in seccomp.syscall_numbers().items()}
+            try:
+                # -u: unbuffered, so what a program printed before it was killed is still reported.
+                cmd = isolation.wrap_command(level, isolation.sandbox_python(), workdir,
+                                             ["-I", "-u", "-c", BOOT_SOURCE, json.dumps(config), f"{inside}/main.py"],
+                                             limits.disk_bytes, filter_fd)
+                ids = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+                pass_fds = ch.child_fds() + ((cg.procs_fd,) if cg else ()) + ((filter_fd,) if filter_fd else ())
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        env={}, cwd=workdir, start_new_session=True, pass_fds=pass_fds, **ids)
+            finally:
+                if filter_fd is not None:
+                    os.close(filter_fd)
             ch.close_child_ends()
 
             def kill_rest() -> None:  # every process of this run, and only of this run

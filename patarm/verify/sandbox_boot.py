@@ -93,6 +93,50 @@ def _set_limits(cfg):
     _set("RLIMIT_NPROC", nproc)
 
 
+def _name_denied_calls(names, fd):
+    """In the program's process: the seccomp filter answers a denied call with SIGSYS (SECCOMP_RET_TRAP),
+    whose siginfo holds the call's number. This handler writes the call's name to the guard, then lets the
+    signal kill the process (SA_RESETHAND: the re-raised SIGSYS takes the default action once the handler
+    returns), so the verdict can say which call it was. A program that replaces the handler only loses
+    the name: the call is still not made. Exec'd programs get the default action (killed, unnamed)."""
+    import ctypes
+
+    class _SigAction(ctypes.Structure):  # glibc's struct sigaction on Linux
+        _fields_ = [("handler", ctypes.c_void_p), ("mask", ctypes.c_ulong * 16), ("flags", ctypes.c_int),
+                    ("restorer", ctypes.c_void_p)]
+
+    handler_type = ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+    def on_sigsys(signum, info, context):
+        number = ctypes.c_int.from_address(info + 24).value if info else -1  # siginfo._sigsys._syscall
+        try:
+            os.write(fd, (names.get(str(number)) or f"number {number}").encode() + b"\n")
+        finally:
+            os.kill(os.getpid(), signal.SIGSYS)  # delivered when the handler returns: the default action
+
+    callback = handler_type(on_sigsys)
+    action = _SigAction(ctypes.cast(callback, ctypes.c_void_p).value, (ctypes.c_ulong * 16)(), 0x4 | -0x80000000)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.sigaction(signal.SIGSYS, ctypes.byref(action), None) == 0:
+        _name_denied_calls.keep = callback  # alive as long as the process
+
+
+def _denied_call(fd):
+    """The last denied call the program announced (see `_watch_denied_calls`), or None."""
+    os.set_blocking(fd, False)
+    data = b""
+    try:
+        while len(data) < 65536:
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                break
+            data += chunk
+    except BlockingIOError:
+        pass
+    lines = data.decode("ascii", "replace").split()
+    return lines[-1][:64] if lines else None
+
+
 def _guard(child, cfg):
     """Reap the program and its orphans; report the program's wait status and the CPU they used."""
     cpu_s, main_status, cpu_hit = int(cfg["cpu_s"]), None, False
@@ -117,6 +161,8 @@ def _guard(child, cfg):
     total = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = {"exit": os.waitstatus_to_exitcode(main_status), "cpu_s": round(total.ru_utime + total.ru_stime, 4),
               "cpu_limit": cpu_hit}
+    if cfg.get("hint_fd") is not None and report["exit"] == -signal.SIGSYS:
+        report["denied_call"] = _denied_call(cfg["hint_fd"])
     os.write(cfg["report_fd"], json.dumps(report).encode())
     code = report["exit"]
     os._exit(code if code >= 0 else 128 - code)
@@ -188,12 +234,19 @@ def main():
     libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     guard = os.getpid()
+    hint = os.pipe() if cfg.get("seccomp_names") else None
     child = os.fork()
     if child:
         os.close(cfg["token_fd"])
         os.close(cfg["result_fd"])
+        if hint:
+            os.close(hint[1])
+            cfg["hint_fd"] = hint[0]
         _guard(child, cfg)
     os.close(cfg["report_fd"])
+    if hint:
+        os.close(hint[0])
+        _name_denied_calls(cfg["seccomp_names"], hint[1])
     libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != guard:  # the guard died before the line above

@@ -4,6 +4,7 @@ The fake score of a response is a pure function of its text (`expected_score`), 
 that every answer belongs to its own request. `delay_s` makes each batch take that long.
 
     python tests/serve/serve_fakes.py --port N [--delay-s 0.05] [--max-batch 8] [--token-env VAR] [--started-file F]
+        [--head-timeout-s 10] [--max-connections 1024] [--max-body-bytes N]
 """
 
 from __future__ import annotations
@@ -81,12 +82,16 @@ def main(argv: list[str]) -> None:
     p.add_argument("--timeout-s", type=float, default=60.0)
     p.add_argument("--token-env", default=None)
     p.add_argument("--started-file", default=None)
+    p.add_argument("--head-timeout-s", type=float, default=10.0)
+    p.add_argument("--max-connections", type=int, default=1024)
+    p.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
     ns = p.parse_args(argv)
     config = ServeConfig(max_batch=ns.max_batch, max_queue=ns.max_queue, timeout_s=ns.timeout_s,
+                         max_body_bytes=ns.max_body_bytes,
                          token=os.environ[ns.token_env] if ns.token_env else None, model_name="fake")
     app = create_app(FakeScorer(ns.delay_s, ns.started_file), config)
-    serve_forever(app, bind("127.0.0.1", ns.port), log_level="info",
-                  graceful_timeout_s=ns.timeout_s)
+    serve_forever(app, bind("127.0.0.1", ns.port), log_level="info", graceful_timeout_s=ns.timeout_s,
+                  head_timeout_s=ns.head_timeout_s, max_connections=ns.max_connections)
 
 
 if __name__ == "__main__":

@@ -135,3 +135,113 @@ def test_several_rollouts_on_a_greedy_server_are_sampled(scorer, pairs):
     result = scorer.score([ScoreItem(prompt=pairs[0].prompt, response=pairs[0].chosen, n=4)])[0]
     texts = [j.text for j in result.judgments]
     assert len(texts) == 4 and len(set(texts)) > 1
+
+
+def test_preparation_counts_with_its_own_tokenizer_while_the_model_thread_batches(scorer, pairs):
+    """A fast tokenizer's padding state is per object: preparing (counting, no padding) on a request thread
+    with the tokenizer the model thread is batching with broke batches with "Unable to create tensor"."""
+    import threading
+
+    assert scorer.fit.tokenizer is not scorer.backend.tokenizer
+    items = [ScoreItem(prompt=p.prompt, response=p.chosen * (1 + i % 3)) for i, p in enumerate(pairs)]
+    stop, errors = threading.Event(), []
+
+    def prepare_forever() -> None:
+        while not stop.is_set():
+            for item in items:
+                scorer.prepare(item)
+
+    thread = threading.Thread(target=prepare_forever)
+    thread.start()
+    try:
+        for _ in range(3):
+            try:
+                scorer.run([scorer.prepare(i) for i in items])
+            except ValueError as err:
+                errors.append(err)
+    finally:
+        stop.set()
+        thread.join()
+    assert not errors
+
+
+def test_a_tokenizer_without_a_pad_token_gets_the_training_stages_pad_token_and_batches(judge_dir, pairs):
+    from patarm.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm(str(judge_dir))
+    tokenizer.pad_token = None
+    backend = HFBackend(model.eval(), tokenizer, GenerationOptions(max_new_tokens=2, batch_size=4))
+    assert tokenizer.pad_token is not None and tokenizer.pad_token_id not in (tokenizer.eos_token_id,)
+    prompts = [[{"role": "user", "content": "short"}], [{"role": "user", "content": pairs[0].chosen}]]
+    assert len(backend.generate(prompts)) == 2
+
+
+def test_health_answers_fast_while_a_maximal_request_is_prepared(scorer, pairs):
+    """Preparing a ~3.5 MB response (rendering, tokenising, fitting: ~15 s here) runs off the event loop."""
+    import threading
+
+    big = {"items": [{"prompt": pairs[0].prompt, "response": "word " * 700_000}]}
+    answer = {}
+    with ServerThread(create_app(scorer, ServeConfig(max_body_bytes=4 * 1024 * 1024))) as url:
+        def post() -> None:
+            start = time.perf_counter()
+            answer["status"] = httpx.post(url + "/v1/judge", json=big, timeout=300).status_code
+            answer["seconds"] = time.perf_counter() - start
+
+        thread = threading.Thread(target=post)
+        thread.start()
+        time.sleep(0.5)  # the body is in; preparation is under way
+        probes = []
+        with httpx.Client(base_url=url, timeout=30) as http:
+            for _ in range(7):
+                start = time.perf_counter()
+                assert http.get("/health").status_code == 200
+                probes.append(time.perf_counter() - start)
+                time.sleep(0.05)
+        thread.join(300)
+    assert answer["status"] == 200
+    assert answer["seconds"] > 0.5 + sum(probes)  # the probes ran while the request was being prepared
+    # All but the slowest probe under 100 ms, that one under 1 s (a shared 2-core machine deschedules one
+    # now and then); before, the first probe waited for the whole preparation (~15 s).
+    probes.sort()
+    assert probes[-2] < 0.1 and probes[-1] < 1.0, probes
+
+
+def test_chat_over_the_window_is_refused_with_413_naming_the_limit(scorer):
+    with ServerThread(create_app(scorer)) as url:
+        r = httpx.post(url + "/v1/chat/completions", timeout=60,
+                       json={"messages": [{"role": "user", "content": "lorem ipsum " * 6000}], "max_tokens": 8})
+    assert r.status_code == 413 and "window of 2048 tokens" in r.json()["detail"]
+
+
+def test_skill_items_are_fitted_to_the_prompt_budget_or_refused_naming_it(scorer, judge_dir, pairs):
+    from patarm.judge.truncate import _prompt_length
+    from patarm.models import load_causal_lm
+    from patarm.serve.scorer import PromptTooLong
+
+    item = ScoreItem(prompt=pairs[0].prompt, response="lorem ipsum " * 3000, skill="reward-judge")
+    # The skill's procedure alone nearly fills this tiny judge's 2,048 positions (a 400-token vocabulary):
+    # even shortened to the minimum the prompt is over, and says so.
+    with pytest.raises(PromptTooLong, match=f"prompt budget is {scorer.fit.budget} tokens"):
+        scorer.prepare(item)
+    model, tokenizer = load_causal_lm(str(judge_dir))
+    model.config.max_position_embeddings = 4096  # room for the skill's text: the response is what gets cut
+    wide = JudgeScorer(HFBackend(model.eval(), tokenizer, GenerationOptions(max_new_tokens=NEW_TOKENS)), TEMPLATE)
+    prepared = wide.prepare(item)
+    assert _prompt_length(prepared.messages, wide.fit.tokenizer) <= wide.fit.budget == 4096 - NEW_TOKENS
+    assert "truncated" in prepared.messages[-1]["content"]
+
+
+@pytest.mark.parametrize("domain", ["../../configs/prep/cpu-tiny", "/etc/hostname", "no-such-domain",
+                                    "../rubrics/chat"])
+def test_a_domain_is_a_registry_name_and_no_error_shows_a_server_path(scorer, pairs, domain):
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    with ServerThread(create_app(scorer)) as url:
+        r = httpx.post(url + "/v1/judge", timeout=60,
+                       json={"items": [{"prompt": pairs[0].prompt, "response": "r", "domain": domain}]})
+    assert r.status_code == 400
+    assert r.json()["detail"].startswith(f"items[0]: no primary rubric for domain {domain!r}; available: "
+                                         "['chat', 'code', 'instruction-following', 'math', 'safety']. ")
+    assert root not in r.text

@@ -172,3 +172,39 @@ for pid in os.listdir('/proc'):
                 pass
 raise SystemExit(7)
 """
+
+# --- system calls the seccomp filter denies (bwrap) ----------------------------------------------
+# Each makes one denied call; under bwrap the filter kills it before the call returns.
+DENIED_BY_NAME = {  # calls libc names: the program reaches them as libc functions
+    "ptrace": "libc.ptrace(0, 0, None, None)",  # PTRACE_TRACEME
+    "mount": 'libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)',
+    "umount2": 'libc.umount2(b"/tmp", 0)',
+    "unshare": "libc.unshare(0x40000000)",  # CLONE_NEWNET
+    "setns": "libc.setns(0, 0)",
+    "pivot_root": 'libc.syscall(155, b"/tmp", b"/tmp")',  # x86_64 number, named by the filter's table
+}
+# Calls reached through syscall(2) by number: `{nr}` is filled from the filter's own table.
+DENIED_BY_NUMBER = ("keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd", "io_uring_setup",
+                    "kexec_load", "init_module", "finit_module", "delete_module", "process_vm_readv",
+                    "open_by_handle_at", "fsopen", "reboot", "swapon", "acct", "iopl", "settimeofday")
+DENIED_CALL = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("returned", {call}, flush=True)
+"""
+# clone with a namespace flag (what unshare(1) or a container runtime does), through syscall(2).
+CLONE_NEWUSER = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+print("returned", libc.syscall({nr}, 0x10000000 | 17, 0, 0, 0, 0), flush=True)  # CLONE_NEWUSER | SIGCHLD
+"""
+# What ordinary programs do must still work under the filter: threads, subprocesses (clone3 → clone), fork.
+ORDINARY = """
+import os, subprocess, sys, threading
+t = threading.Thread(target=print, args=("thread",)); t.start(); t.join()
+print(subprocess.run([sys.executable, "-c", "print('child')"], capture_output=True, text=True).stdout.strip())
+pid = os.fork()
+if pid == 0:
+    os._exit(7)
+print("forked", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""

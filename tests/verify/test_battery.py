@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sandbox_env import BWRAP, CGROUP, LEVELS, LEVELS_WEAK_SLOW, processes_with, sandbox_processes
 
-from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python
+from patarm.verify import Limits, SandboxPool, cgroup, isolation, run_python, seccomp
 
 sys.path.insert(0, str(Path(__file__).parent))
 import hostile  # noqa: E402
@@ -89,11 +89,45 @@ def test_writable_places_are_bounded_under_bwrap():
 def test_no_nested_user_namespace_or_mount_under_bwrap():
     """Regression: a nested user namespace mounted its own tmpfs and wrote 1 GiB past the limits."""
     v = run_python(hostile.NESTED_USERNS_TMPFS.format(mib=64), Limits(timeout_s=10), "bwrap")
-    assert v.stdout.startswith("unshare failed") and "FILLED" not in v.stdout
+    assert "FILLED" not in v.stdout
+    assert v.stdout.startswith("unshare failed") or "system call unshare is denied" in v.reason
     mount = run_python(hostile.MOUNT_TMPFS, FAST, "bwrap")
-    assert "Operation not permitted" in mount.stdout
+    assert "Operation not permitted" in mount.stdout or "system call mount is denied" in mount.reason
     privs = run_python(hostile.NO_NEW_PRIVS, FAST, "bwrap")
     assert "NoNewPrivs:\\t1" in privs.stdout and "CapEff:\\t0000000000000000" in privs.stdout
+
+
+SECCOMP = pytest.mark.skipif(seccomp.bpf_program() is None, reason="libseccomp is not on this machine")
+_NUMBERS = {name: nr for nr, name in seccomp.syscall_numbers().items()}
+
+
+def _denied_programs() -> list:
+    cases = [(name, hostile.DENIED_CALL.format(call=call)) for name, call in hostile.DENIED_BY_NAME.items()]
+    cases += [(name, hostile.DENIED_CALL.format(call=f"libc.syscall({_NUMBERS[name]}, 0, 0, 0, 0, 0)"))
+              for name in hostile.DENIED_BY_NUMBER if name in _NUMBERS]
+    cases.append(("clone", hostile.CLONE_NEWUSER.format(nr=_NUMBERS.get("clone", 56))))
+    return cases
+
+
+@BWRAP
+@SECCOMP
+def test_the_seccomp_filter_kills_each_denied_call_and_the_verdict_names_it():
+    cases = _denied_programs()
+    verdicts = SandboxPool(limits=FAST, isolation_level="bwrap").map([source for _, source in cases])
+    wrong = {
+        name: (v.status, v.reason, v.stdout)
+        for (name, _), v in zip(cases, verdicts)
+        if not (v.status == "killed" and f"system call {name} is denied" in v.reason and "returned" not in v.stdout)
+    }
+    assert not wrong
+    assert "syscalls" not in verdicts[0].missing
+
+
+@BWRAP
+@SECCOMP
+def test_ordinary_programs_run_under_the_seccomp_filter():
+    v = run_python(hostile.ORDINARY, Limits(timeout_s=10), "bwrap")
+    assert v.status == "ok" and v.stdout.split() == ["thread", "child", "forked", "7"], (v.reason, v.stderr)
 
 
 def test_no_nested_user_namespace_under_unshare():
