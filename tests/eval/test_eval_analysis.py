@@ -107,10 +107,10 @@ def two_runs(tmp_path):
     dirs = []
     for name, judge in (("length", ScriptedJudge()), ("always-a", ScriptedJudge(bias="A"))):
         from patarm.eval.harness import run_benchmark
-        from patarm.eval.judging import JudgeOptions
+        from patarm.eval.judging import JudgingPlan
 
         out = tmp_path / name
-        result = run_benchmark("judgebench", items, drawer(judge), JudgeOptions(mode="pairwise"), out, n_resamples=200)
+        result = run_benchmark("judgebench", items, drawer(judge), JudgingPlan(mode="pairwise"), out, n_resamples=200)
         (out / "metrics.json").write_text(json.dumps({"judgebench": result}))
         dirs.append(out)
     return dirs
