@@ -125,11 +125,16 @@ def ties_score(records: Sequence[dict]) -> float:
             + 0.01 * mean(margins))
 
 
-def score(records: Sequence[dict], tie_policy: str | None = None) -> dict[str, Any]:
-    """Per-subset scores and the headline `score`, in percent. (Ties have their own rule: no tie policy.)"""
+def _by_subset(records: Sequence[dict]) -> dict[str, list[dict]]:
     by_subset: dict[str, list[dict]] = {}
     for record in records:
         by_subset.setdefault(record["subset"], []).append(record)
+    return by_subset
+
+
+def score(records: Sequence[dict], tie_policy: str | None = None) -> dict[str, Any]:
+    """Per-subset scores and the headline `score`, in percent. (Ties have their own rule: no tie policy.)"""
+    by_subset = _by_subset(records)
     metrics: dict[str, Any] = {}
     for subset in sorted(by_subset):
         rows = by_subset[subset]
@@ -211,9 +216,7 @@ def preferred_pairs(record: dict) -> list[tuple[int, int]]:
 def random_baseline(records: Sequence[dict]) -> dict[str, Any]:
     """A uniform random pick, exactly in expectation: num_correct / candidates per prompt, per subset (percent);
     Ties by its own formula for a judge that scores every candidate alike. `score` as the headline mean."""
-    by_subset: dict[str, list[dict]] = {}
-    for record in records:
-        by_subset.setdefault(record["subset"], []).append(record)
+    by_subset = _by_subset(records)
     metrics: dict[str, Any] = {}
     for subset in sorted(by_subset):
         rows = by_subset[subset]
