@@ -334,8 +334,9 @@ def main() -> None:
     parser.add_argument("--data_dir", default=str(ROOT.parent / "shared" / "benchmarks" / "gsm8k"))
     ns = parser.parse_args()
     if not Path(ns.data_dir, "example_model_solutions.jsonl").is_file():
-        sys.exit(f"bench/mfu.py: the GSM8K pool is not in {ns.data_dir}; pass --data_dir (the folder with "
-                 "example_model_solutions.jsonl and test.jsonl)")
+        print(f"bench/mfu.py: the GSM8K pool is not in {ns.data_dir}; pass --data_dir (the folder with "
+              "example_model_solutions.jsonl and test.jsonl)", file=sys.stderr)
+        sys.exit(2)
     torch.set_num_threads(ns.threads)
     global now
     now = time.process_time if ns.clock == "cpu" else time.perf_counter
