@@ -14,12 +14,17 @@ gives: SmolLM2-135M-Instruct (spec `smollm2`) on the GSM8K skill recipe's rows a
 3. One GRPO-PAR step (one pair, 2 sides × G = 8 rollouts of 48 tokens, prompts ≤ 320 tokens; the base model, every
    rollout forced to full length so all modes do equal work), its time split into prefill, decode, log-prob passes,
    forward, backward, optimizer and reward; baseline, fast, each switch flipped; grpo_speedup = baseline / fast.
-4. Rollouts of one prompt (G = 8 × 48 tokens, sampled at temperature 1) as GRPO generates them, against llama.cpp
+4. Held-out judging as the recipe evaluates (bf16 weights, batch 32, greedy, 96 new tokens, 4 candidates per
+   problem): plain length-sorted batches against shared-prefix batches (`share_prefixes`, one prefill per prefix
+   that a problem's candidates share); judge_speedup = plain / shared seconds, judge_prefill_ratio = the prefill
+   positions (padding included) shared / plain.
+5. Rollouts of one prompt (G = 8 × 48 tokens, sampled at temperature 1) as GRPO generates them, against llama.cpp
    (llama-cpp-python, `pip install "patarm[bench]"`) on the same GGUF, threads, prompt and token count:
    gen_vs_llamacpp = this project's tokens/s / llama.cpp's.
 
 Last lines: `gemm_peak_bf16_tflops=`, `sft_mfu=`, `sft_tokens_per_s=`, `grpo_step_s=`, `grpo_speedup=`,
-`gen_vs_llamacpp=`. Warm-up steps are left out of every timing; run it alone (another torch job skews every ratio).
+`gen_vs_llamacpp=`, `judge_speedup=`. Warm-up steps are left out of every timing; run it alone (another torch job
+skews every ratio).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ from patarm.prep.corpus import pointwise_corpus  # noqa: E402
 from patarm.train.speed import compact_lm_head  # noqa: E402
 
 PROMPT_TOKENS, JUDGMENT_TOKENS, G = 320, 48, 8
+EVAL_TOKENS = 96  # the recipe's max_new_tokens for held-out judging
 now = time.perf_counter  # `--clock cpu`: this process's CPU seconds, for a rough reading on a busy machine
 # The baselines are the settings before this bench; "fast" is the project's default now. Each switch is then flipped
 # alone from the fast mode: the kept ones off, the ones that did not pay (padding-free, length-grouped batches) on.
@@ -285,6 +291,33 @@ def generation(pairs, render, ns) -> dict:
     return out
 
 
+def judging(ns) -> dict:
+    """Held-out judging as the recipe's evaluation runs it (bf16 weights, batch 32, greedy, the reference arm's
+    prompts cut to 320 tokens, every candidate of a problem): plain batches sorted by length against prompts that
+    start alike prefilled once (`share_prefixes`, the default now); the same texts (up to rounding) either way."""
+    from patarm.backends import GenerationOptions
+    from patarm.backends.hf import HFBackend
+    from patarm.backends.prefix import padded_prefill, plan_batches
+    from patarm.demo.gsm8k.evaluate import fitted_prompts
+
+    problems, _ = gsm8k_data.load_problems(ns.data_dir)
+    _, heldout = gsm8k_data.split_problems(problems, 100, 0)
+    model, tok = load_causal_lm("smollm2", dtype="bfloat16")
+    model.eval()
+    prompts = fitted_prompts(heldout[:ns.judge_problems], True, "gsm8k-judge-graded", tok, PROMPT_TOKENS)
+    out: dict = {"prompts": len(prompts)}
+    for share in (False, True):
+        backend = HFBackend(model, tok, GenerationOptions(max_new_tokens=EVAL_TOKENS, batch_size=32,
+                                                          share_prefixes=share))
+        tokens = tok([backend.render(p) for p in prompts], add_special_tokens=False)["input_ids"]
+        prefill = sum(padded_prefill(tokens, batch) for batch in plan_batches(tokens, 32, share=share))
+        backend.generate(prompts[:4])  # warm-up
+        t = now()
+        texts = backend.generate(prompts)
+        out["share" if share else "plain"] = {"seconds": now() - t, "prefill_tokens": prefill, "texts": texts}
+    return out
+
+
 def llamacpp_tokens_per_s(text: str, ns) -> float | None:
     try:
         from llama_cpp import Llama
@@ -327,7 +360,8 @@ def main() -> None:
     parser.add_argument("--sft_steps", type=int, default=3, help="timed SFT steps per mode (after one warm-up)")
     parser.add_argument("--grpo_steps", type=int, default=2, help="timed GRPO steps per mode (after one warm-up)")
     parser.add_argument("--quick", action="store_true", help="baseline and fast mode only (no leave-one-out)")
-    parser.add_argument("--skip", nargs="*", default=[], choices=["gemm", "sft", "grpo", "gen"])
+    parser.add_argument("--skip", nargs="*", default=[], choices=["gemm", "sft", "grpo", "gen", "judge"])
+    parser.add_argument("--judge_problems", type=int, default=16, help="held-out problems judged (4 candidates each)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="wall seconds (the figures), or this process's CPU seconds (a rough reading while other "
                              "jobs run; with --threads 1)")
@@ -376,6 +410,15 @@ def main() -> None:
         print(f"gen G={G} x {JUDGMENT_TOKENS} tokens, prompt {gen['prompt_tokens']} tokens: tokens/s autocast "
               f"{gen['autocast']:.1f}, bf16 weights {gen['bf16 weights']:.1f}, llama.cpp "
               f"{gen['llama.cpp'] or float('nan'):.1f}", flush=True)
+    judged = None
+    if "judge" not in ns.skip:
+        judged = judging(ns)
+        plain, share = judged["plain"], judged["share"]
+        same = sum(a == b for a, b in zip(plain["texts"], share["texts"]))
+        print(f"judge {judged['prompts']} held-out prompts (bf16 weights, batch 32, {EVAL_TOKENS} new tokens): plain "
+              f"{plain['seconds']:.1f} s ({plain['prefill_tokens']} prefill positions), shared prefixes "
+              f"{share['seconds']:.1f} s ({share['prefill_tokens']}); same texts {same}/{judged['prompts']}",
+              flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"gemm_peak_bf16_tflops={peak['bf16']:.3f}")
     if "sft fast" in results:
@@ -387,6 +430,9 @@ def main() -> None:
         print(f"grpo_speedup={results['grpo baseline']['step_s'] / results['grpo fast']['step_s']:.2f}")
     if gen and gen["llama.cpp"]:
         print(f"gen_vs_llamacpp={gen['autocast'] / gen['llama.cpp']:.2f}")
+    if judged:
+        print(f"judge_prefill_ratio={judged['share']['prefill_tokens'] / judged['plain']['prefill_tokens']:.2f}")
+        print(f"judge_speedup={judged['plain']['seconds'] / judged['share']['seconds']:.2f}")
 
 
 if __name__ == "__main__":

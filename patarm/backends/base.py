@@ -39,6 +39,9 @@ class GenerationOptions:
     top_p: float = 1.0
     batch_size: int = 32  # prompts per forward batch (local models); does not change the texts
     enable_thinking: bool = False  # Qwen3's chat-template switch; other templates ignore it
+    # local models: prefill a prefix that several prompts of a batch share once (n samples of one prompt, one
+    # question's candidates); like batch_size, not a sampling setting (greedy texts equal up to rounding)
+    share_prefixes: bool = True
     # prompt tokens a judge is given (prompts are fitted by patarm.judge.truncate.PromptFitter); None: the
     # model's window less max_new_tokens. Not a sampling setting: a fitted prompt is a different prompt.
     max_prompt_tokens: int | None = None

@@ -1,5 +1,6 @@
-"""A local transformers causal LM as a backend: batched generation (prompts sorted by length to limit
-padding) and tool-calling chat turns through the model's own chat template."""
+"""A local transformers causal LM as a backend: batched generation (prompts that start alike prefilled once,
+`patarm.backends.prefix`; batches of like length to limit padding) and tool-calling chat turns through the model's
+own chat template."""
 
 from __future__ import annotations
 
@@ -24,6 +25,9 @@ class HFBackend:
             ensure_pad_token(tokenizer, self.model_id)
         if tokenizer.pad_token_id is None:
             raise ValueError(f"{self.model_id}: the tokenizer has no pad token and no token to pad with")
+        from patarm.models.attention import install_cpu_decode_attention
+
+        install_cpu_decode_attention()
 
     @classmethod
     def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> HFBackend:
@@ -46,26 +50,26 @@ class HFBackend:
         """`num_samples` completions for each prompt (greedy when temperature is 0)."""
         import torch
 
+        from patarm.backends.prefix import generate_batch, plan_batches
+
         texts = [self.render(p) for p in prompts]
-        jobs = [(i, s, t) for i, t in enumerate(texts) for s in range(num_samples)]
-        jobs.sort(key=lambda job: len(job[2]))
+        tokens = self.tokenizer(texts, add_special_tokens=False)["input_ids"]
+        jobs = [(i, s) for i in range(len(texts)) for s in range(num_samples)]
         out: list[list[str | None]] = [[None] * num_samples for _ in texts]
         if seed is not None:
             torch.manual_seed(seed)
         opts = self.options
         sample = opts.temperature > 0
-        for start in range(0, len(jobs), opts.batch_size):
-            batch = jobs[start:start + opts.batch_size]
-            enc = self.tokenizer([t for *_, t in batch], return_tensors="pt", padding=True, padding_side="left",
-                                 add_special_tokens=False).to(self.model.device)
+        job_tokens = [tokens[i] for i, _ in jobs]
+        for batch in plan_batches(job_tokens, opts.batch_size, share=opts.share_prefixes):
             with torch.no_grad():
-                gen = self.model.generate(
-                    **enc, max_new_tokens=opts.max_new_tokens, do_sample=sample,
-                    temperature=opts.temperature if sample else None, top_p=opts.top_p if sample else None,
-                    top_k=None, pad_token_id=self.tokenizer.pad_token_id,
+                rows, new = generate_batch(
+                    self.model, job_tokens, batch, self.tokenizer.pad_token_id, max_new_tokens=opts.max_new_tokens,
+                    do_sample=sample, temperature=opts.temperature if sample else None,
+                    top_p=opts.top_p if sample else None, top_k=None,
                 )
-            completions = self.tokenizer.batch_decode(gen[:, enc["input_ids"].shape[1]:], skip_special_tokens=True)
-            done = [(i, s, c) for (i, s, _), c in zip(batch, completions)]
+            completions = self.tokenizer.batch_decode(new, skip_special_tokens=True)
+            done = [(*jobs[r], c) for r, c in zip(rows, completions)]
             for i, s, c in done:
                 out[i][s] = c
             if on_result is not None:

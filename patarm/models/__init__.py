@@ -171,4 +171,7 @@ def load_causal_lm(spec: str, *, texts: Iterable[str] = (), output_dir: str | os
             raise
         raise _hub_error(spec, err) from None
     align_special_tokens(model, tokenizer)
+    from patarm.models.attention import install_cpu_decode_attention
+
+    install_cpu_decode_attention()  # CPU decode of grouped-query attention without a mask (patarm.models.attention)
     return model, tokenizer

@@ -24,6 +24,7 @@ from patarm.config import RunArguments, import_object
 from patarm.data import PreferencePair, load_pairs
 from patarm.judge import JudgeTemplate, load_template, render_pointwise
 from patarm.judge.truncate import truncate_judge_rows
+from patarm.models.attention import install_cpu_decode_attention
 from patarm.rewards import PairRewards
 from patarm.sampling import PairRepeatSampler, check_pair_batching, pairs_from_columns
 from patarm.train.common import (
@@ -108,6 +109,7 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         cfg = kwargs["args"]
         super().__init__(*args, **kwargs)
         compact_lm_head()
+        install_cpu_decode_attention()  # the rollouts' decode (patarm.models.attention)
         on_cpu = self.accelerator.device.type == "cpu"
         block_mask = attention_accepts_block_mask(self.accelerator.unwrap_model(self.model))
         loss = getattr(cfg, "shared_prefix_loss", None)

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from patarm.backends.prefix import cache_argument
+
 # Attention implementations that accept a 4D mask and explicit position ids (flash-attention kernels do not).
 BLOCK_MASK_ATTENTION = ("sdpa", "eager")
 
@@ -145,7 +147,7 @@ def shared_prefix_generate(generate: Callable[..., Any], model: Any, input_ids: 
         return generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     first = torch.tensor([g[0] for g in groups], device=input_ids.device)
     head_mask = attention_mask[first, :-1]
-    cache, name = DynamicCache(config=model.config), _cache_argument(model)
+    cache, name = DynamicCache(config=model.config), cache_argument(model)
     with torch.no_grad():
         # the position ids `generate` gives left-padded rows, so the cached keys line up with the decoded ones
         model(input_ids=input_ids[first, :-1], attention_mask=head_mask,
@@ -157,9 +159,3 @@ def shared_prefix_generate(generate: Callable[..., Any], model: Any, input_ids: 
     return generate(input_ids=input_ids, attention_mask=attention_mask, **{name: cache}, **kwargs)
 
 
-def _cache_argument(model: Any) -> str:
-    """The keyword a model's forward takes its KV cache by: `cache` (transformers >= 5.24) or `past_key_values`."""
-    import inspect
-
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
-    return "cache" if "cache" in inspect.signature(type(base).forward).parameters else "past_key_values"
