@@ -244,3 +244,20 @@ def test_training_free_skill_baseline_breaks_ties_uniformly():
     assert skill_selection([split]) == 50.0   # one answer each, every step right: a uniform pick, not index 0
     wrong = data.Problem("gsm8k-0003", QUESTION, "28", list("ab"), [WRONG_STEP, RIGHT], [False, True])
     assert skill_selection([wrong]) == 100.0  # the calculator check breaks the tie
+
+
+def test_the_readout_scores_the_facts_a_judgment_states_not_its_own_verdict():
+    from patarm.demo.gsm8k.consistency import readout, readout_records
+
+    good = GradedTeacher().judge(QUESTION, RIGHT, "28", True)  # consistent, score 9
+    assert readout(good) == 9.0
+    # a judgment that states the right facts but concludes wrongly is read out from its facts
+    assert readout(good.replace("correct :: pass", "correct :: fail").replace("<score>9<", "<score>3<")) == 9.0
+    wrong = good.replace("reference answer :: 28", "reference answer :: 30")  # the stated answers now differ
+    assert readout(wrong) == 3.0  # fail 4 − 1 issue (the unused number)
+    assert readout(good.replace("wrong steps :: ", "steps wrong :: ")) is None  # a fact the scale needs is missing
+    hidden = GradedTeacher().judge(QUESTION, RIGHT, "28", False)
+    assert readout(hidden) == 4.0  # no reference: 7 − 3 × 1 issue
+    records = readout_records([{"texts": [good, wrong, "nonsense"], "correct": [True, False, False],
+                                "scores": [1.0, 9.0, 5.0], "valid": [True] * 3}])
+    assert records[0]["scores"] == [9.0, 3.0, None] and records[0]["valid"] == [True, True, False]

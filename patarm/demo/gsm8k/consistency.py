@@ -97,6 +97,38 @@ def check(text: str, scale: str = "auto") -> tuple[str, str]:
     return (_check_graded if scale == "graded" else _check_binary)(lines, judgment.score)
 
 
+def readout(text: str) -> float | None:
+    """Skill-RM's deterministic readout: the graded scale applied to the facts a judgment states (its final answer,
+    reference answer, wrong steps, last step and unused numbers), with its own conclusions (`correct`, `follows`,
+    the score) recomputed from them; None when a fact the scale needs is missing or unreadable."""
+    from patarm.judge import parse_judgment
+
+    lines = stated(parse_judgment(text, "pointwise-compact").evaluation)
+    if any(k not in lines for k in FIELDS if k not in ("correct", "follows")):
+        return None
+    steps = _STEPS.match(lines["wrong steps"])
+    if not steps:
+        return None
+    final, reference, last = (lines[k] for k in ("final answer", "reference answer", "last step"))
+    mounted = reference != NOT_MOUNTED
+    unused = lines["unused numbers"]
+    final = "" if final == "none" else final
+    e = Evidence(final, reference if mounted else None, _equal(final, reference) if mounted else None,
+                 int(steps.group(2)), int(steps.group(1)), None if last == "none" else last,
+                 None if last == "none" else _equal(last, final), () if unused == "none" else tuple(unused.split(", ")))
+    return float(score_of(e))
+
+
+def readout_records(records: Iterable[dict]) -> list[dict]:
+    """Evaluation records with every candidate's score replaced by the readout of its judgment text (valid when
+    the judgment states the facts the scale needs)."""
+    out = []
+    for r in records:
+        scores = [readout(t) for t in r["texts"]]
+        out.append({**r, "scores": scores, "valid": [s is not None for s in scores]})
+    return out
+
+
 def summarize(texts: Iterable[str], scale: str = "auto") -> dict:
     """Counts per status, the consistent rate (of all judgments) and up to 3 example reasons per status."""
     counts: Counter = Counter()

@@ -9,11 +9,14 @@ Per arm — `reference` (the reference answer mounted as the skill's per-sample 
 verifier teacher (`teacher: graded`, evidence first, 1-10) → base judge evaluated → SFT → evaluated → RL set
 rejection-sampled with the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated (also with voting@k and
 adaptive voting when `vote_k` > 0) → the Bradley-Terry baseline on the same base model and pairs → evaluated. Every
-evaluation reports evidence–verdict consistency. Problems are split by id (seeded); every size is a value of
-`patarm/demo/configs/gsm8k-recipe.yaml` (stage settings: `gsm8k-{sft,grpo,bt}.yaml`). A stage whose output exists
-is skipped, so an interrupted run resumes; the report is `{run_dir}/report.{md,json}` and `bo4.png`. `--seeds`
-repeats the recipe per seed on one held-out split (`report-seeds.md`: mean ± s.e.); `--ablation` reads one of
-`patarm/demo/configs/gsm8k-ablations/` (or runs all of them and writes their table).
+evaluation reports evidence–verdict consistency and, beside the judge's own scores, Skill-RM's deterministic
+readout (the graded scale applied to the facts each judgment states; `consistency.readout`). Problems are split by
+id (seeded); every size is a value of `patarm/demo/configs/gsm8k-recipe.yaml` (stage settings:
+`gsm8k-{sft,grpo,bt}.yaml`). A stage whose output exists is skipped, so an interrupted run resumes; the report is
+`{run_dir}/report.{md,json}` and `bo4.png`. `--seeds` repeats the recipe per seed on one held-out split
+(`report-seeds.md`: mean ± s.e.); `--ablation` reads one of `patarm/demo/configs/gsm8k-ablations/` (or runs all of
+them and
+writes their table).
 """
 
 from __future__ import annotations
@@ -240,6 +243,7 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
 
 def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, heldout, clock: Clock) -> dict:
     """The stage's greedy judgments (and k sampled ones when voting): metrics and evidence–verdict consistency."""
+    from patarm.demo.gsm8k.consistency import readout_records
     from patarm.demo.gsm8k.consistency import summarize as consistency
     from patarm.demo.gsm8k.vote import voting_summary
 
@@ -263,9 +267,11 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
         else:
             summary |= summarize_scores(records)
             summary["consistency"] = consistency([t for r in records for t in r["texts"]])
-    logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%, consistent %.3f", arm, stage,
-                summary["pair_accuracy"], summary["format_valid"], summary["best_of_n"],
-                summary["consistency"]["consistent_rate"])
+            summary["readout"] = summarize_scores(readout_records(records))
+    logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%, consistent %.3f; evidence read "
+                "out: pair accuracy %.3f, best-of-4 %.1f %%", arm, stage, summary["pair_accuracy"],
+                summary["format_valid"], summary["best_of_n"], summary["consistency"]["consistent_rate"],
+                summary["readout"]["pair_accuracy"], summary["readout"]["best_of_n"])
     return summary
 
 

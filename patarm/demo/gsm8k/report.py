@@ -11,7 +11,9 @@ TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment 
             "exactly. Majority vote: the largest cluster of math-verify-equivalent final answers, ties likewise. "
             "Pair accuracy: every (correct, incorrect) candidate pair of a held-out problem; right only when the "
             "correct one's score is strictly higher (a tie counts as wrong). Brackets: 95 % bootstrap interval over "
-            "problems (a problem's pairs move together; BCa, 1000 resamples, seed 0)")
+            "problems (a problem's pairs move together; BCa, 1000 resamples, seed 0). Rows \"evidence read out\": the "
+            "same judgments scored by Skill-RM's deterministic readout — the graded scale applied to the facts each "
+            "judgment states (final answer, reference, steps), its own verdict and score recomputed from them")
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
@@ -52,6 +54,10 @@ def results_table(report: dict) -> str:
         for arm, res in report["arms"].items():
             if stage in res["stages"]:
                 lines.append(_row(STAGE_NAMES[stage], arm, res["stages"][stage]))
+    for stage in STAGE_NAMES:
+        for arm, res in report["arms"].items():
+            if "readout" in res["stages"].get(stage, {}):
+                lines.append(_row(f"{STAGE_NAMES[stage]}, evidence read out", arm, res["stages"][stage]["readout"]))
     for arm, res in report["arms"].items():
         if "bt" in res:
             lines.append(_row("BT scalar RM (same base, same pairs)", arm, res["bt"], valid=False))
