@@ -37,15 +37,15 @@ class _Counting:
 
 
 def test_a_huge_response_is_tokenised_once_to_count_and_once_to_cut_and_never_decoded_whole():
-    """A hostile client's 3.5 MB response was tokenised three times and two halves of its ids decoded (to test
+    """A long response (a hostile client's 3.5 MB) was tokenised three times and two halves of its ids decoded (to test
     whether it could be cut before cutting it): seconds of CPU, and tens of ms holding the GIL per call."""
     from patarm.models.tiny import build_tiny_judge
 
     _, tokenizer = build_tiny_judge(["word " * 50, "<score>7</score>"], vocab_size=300, hidden_size=32, num_layers=1)
     counting = _Counting(tokenizer)
-    messages = render_pointwise("question", "word " * 20000, "pointwise-compact")
+    messages = render_pointwise("question", "word " * 4000, "pointwise-compact")
     out, cut = truncate_messages(messages, counting, 192)
     assert cut and MARKER.strip() in out[-1]["content"]
     assert len(tokenizer.apply_chat_template(out, tokenize=True, add_generation_prompt=True, return_dict=False)) <= 192
-    assert sum(n > 50_000 for n in counting.encoded) == 2, counting.encoded
+    assert sum(n > 10_000 for n in counting.encoded) == 2, counting.encoded
     assert max(counting.decoded) <= 192, counting.decoded
