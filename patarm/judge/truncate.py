@@ -8,18 +8,31 @@ blocks instead: first the conversation (keeping its end, the turn being answered
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 MARKER = " [… truncated …] "
-_BLOCK = {name: re.compile(rf"(<{name}>\n?)(.*?)(\n?</{name}>)", re.DOTALL)
-          for name in ("conversation", "response", "response_a", "response_b")}
 MIN_KEEP = 32  # tokens of each block that are never cut
 
 
 def _prompt_length(messages: list[dict[str, str]], tokenizer: Any) -> int:
     ids = tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True, return_dict=False)
     return len(ids)
+
+
+def _block(content: str, name: str) -> tuple[int, int] | None:
+    """(start, end) of the text inside the first `<name>` … `</name>` of `content`, without a newline right
+    after the opening tag or right before the closing one; None without such a block. What the regex
+    `<name>\\n?(.*?)\\n?</name>` (DOTALL) finds, by `str.find`: a lazy scan over a multi-megabyte response
+    holds the GIL for tens of milliseconds (a server's event loop waits that long)."""
+    opening = content.find(f"<{name}>")
+    if opening < 0:
+        return None
+    start = opening + len(name) + 2
+    start += content.startswith("\n", start)
+    end = content.find(f"</{name}>", start)
+    if end < 0:
+        return None
+    return start, end - (end > start and content[end - 1] == "\n")
 
 
 def _cut(text: str, tokenizer: Any, drop: int, keep_tail_only: bool) -> str:
@@ -46,13 +59,20 @@ def truncate_messages(
     for blocks, tail_only in ((("conversation",), True), (("response", "response_a", "response_b"), False)):
         for attempt in range(8):  # re-tokenising the cut text can shift counts by a few tokens: retry
             over = length - max_length
-            found = [m for b in blocks if (m := _BLOCK[b].search(user["content"]))]
-            cuttable = [m for m in found if _cut(m.group(2), tokenizer, 1, tail_only) != m.group(2)]
-            if over <= 0 or not cuttable:
-                break  # fits, or every block is already at its minimum
-            match = max(cuttable, key=lambda m: len(m.group(2)))  # the longest block gives first
-            body = _cut(match.group(2), tokenizer, over + 8 * (attempt + 1), tail_only)
-            user["content"] = user["content"][:match.start(2)] + body + user["content"][match.end(2):]
+            if over <= 0:
+                break
+            # The longest block gives first; one already at its minimum (cutting leaves it as it is) is passed
+            # over. Each block is tokenised once per cut, not once more to test it first: a multi-megabyte
+            # response is costly to tokenise, and its token list costly to decode or convert.
+            content = user["content"]
+            spans = sorted((s for b in blocks if (s := _block(content, b))), key=lambda s: s[0] - s[1])
+            for start, end in spans:
+                body = _cut(content[start:end], tokenizer, over + 8 * (attempt + 1), tail_only)
+                if body != content[start:end]:
+                    break
+            else:
+                break  # every block is already at its minimum
+            user["content"] = content[:start] + body + content[end:]
             length = _prompt_length([*messages[:-1], user], tokenizer)
     return [*messages[:-1], user], True
 
