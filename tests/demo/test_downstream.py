@@ -208,11 +208,18 @@ def test_report_files_and_tables(tmp_path, capsys):
     assert "start (SFT policy)" in capsys.readouterr().out
 
 
-def test_arguments_refuse_what_the_run_cannot_do():
+def test_arguments_refuse_what_the_run_cannot_do(tmp_path):
+    from patarm.demo.downstream.loop import preflight
+
     with pytest.raises(ValueError, match="choose from"):
         DownstreamArguments(rewards=["judge", "gold"])
-    with pytest.raises(ValueError, match="synthetic task's constraints"):
-        DownstreamArguments(train_prompts_file="p.jsonl", policy_sft=False)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Write a poem."}) + "\n")
+    with pytest.raises(ValueError, match="p.jsonl: --rewards rule needs a checker"):  # named before any training
+        preflight(DownstreamArguments(train_prompts_file=str(prompts), policy_sft=False, rewards=["rule"],
+                                      score_with=[]))
+    prompts.write_text(json.dumps({"prompt": "Write a poem.", "ifeval_row": "{}"}) + "\n")
+    preflight(DownstreamArguments(train_prompts_file=str(prompts), policy_sft=False, rewards=["rule"], score_with=[]))
     with pytest.raises(ValueError, match="--policy_sft false"):
         DownstreamArguments(train_prompts_file="p.jsonl", rewards=["judge"])
     assert DownstreamArguments().judge_path() == str(Path("runs/quickstart/export"))

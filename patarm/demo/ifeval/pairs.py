@@ -6,7 +6,6 @@ whose responses all follow the same number of constraints gives no pair (counted
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,12 +22,6 @@ def followed(row: dict[str, Any], response: str) -> list[bool]:
     from patarm.verify.ifeval import check_response
 
     return list(check_response(row, response).strict)
-
-
-def share_followed(row: dict[str, Any] | str, response: str) -> float:
-    """The fraction of the row's constraints `response` follows (strict); `row` may be its JSON text."""
-    verdicts = followed(json.loads(row) if isinstance(row, str) else row, response)
-    return sum(verdicts) / len(verdicts) if verdicts else 0.0
 
 
 def label_pairs(rows: Sequence[dict[str, Any]], responses: Sequence[Sequence[str]],
