@@ -23,6 +23,7 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -53,8 +54,10 @@ class PromptSettings:
             raise ValueError(f"dev_share must be in (0, 1), got {self.dev_share}")
 
 
+@lru_cache(maxsize=1)
 def registry() -> tuple[dict[str, Any], dict[str, set[str]]]:
-    """IFEval's instruction classes by id, and the symmetric conflict table (every id conflicts with itself)."""
+    """IFEval's instruction classes by id, and the symmetric conflict table (every id conflicts with itself);
+    read-only (cached)."""
     from if_verifiable.ifeval import instructions_registry as reg
 
     conflicts = copy.deepcopy(reg.INSTRUCTION_CONFLICTS)
@@ -189,6 +192,9 @@ def build_prompts(alpaca_file: str | Path, ifeval_file: str | Path, settings: Pr
     data set's column that the checker reward reads)."""
     from patarm.demo.downstream.task import is_heldout
 
+    unknown = sorted(set(settings.exclude_ids) - set(registry()[0]))
+    if unknown:
+        raise ValueError(f"exclude_ids {unknown}: not IFEval instruction ids; choose from {sorted(registry()[0])}")
     manifest = Manifest()
     instructions = alpaca_instructions(alpaca_file, manifest)
     tests = test_prompts(ifeval_file)

@@ -80,6 +80,9 @@ class IFEvalArguments(DownstreamArguments):
     min_constraints: int = field(default=1, metadata={"help": "fewest IFEval constraints per prompt"})
     max_constraints: int = field(default=3, metadata={"help": "most IFEval constraints per prompt"})
     dev_share: float = field(default=0.1, metadata={"help": "share of instructions in the dev split"})
+    exclude_ids: list[str] = field(default_factory=list, metadata={
+        "help": "IFEval instruction ids never drawn (e.g. length_constraints:number_sentences, whose checker needs "
+                "NLTK's punkt data)"})
     pair_prompts: int = field(default=400, metadata={"help": "train prompts whose sampled responses make pairs"})
     dev_pair_prompts: int = field(default=100, metadata={"help": "dev prompts whose sampled responses make the "
                                                                  "reward models' held-out pairs"})
@@ -180,7 +183,8 @@ def stage_prompts(args: IFEvalArguments, out: Path, clock: Clock) -> dict[str, A
     folder = out / "prompts"
     if not step_done(folder):
         started = time.time()
-        settings = PromptSettings(args.prompt_seed, args.min_constraints, args.max_constraints, args.dev_share)
+        settings = PromptSettings(args.prompt_seed, args.min_constraints, args.max_constraints, args.dev_share,
+                                  tuple(args.exclude_ids))
         train, dev, manifest = build_prompts(args.alpaca_file, args.ifeval_file, settings)
         write_step(folder, manifest, {"train.jsonl": train, "dev.jsonl": dev})
         clock.done("prompts", started, f"{len(train)} train, {len(dev)} dev prompts ({dict(manifest.dropped)} "
