@@ -14,7 +14,8 @@ from patarm.demo.ifeval.pairs import label_pairs
 from patarm.demo.ifeval.prompts import REPEAT, PromptSettings, build_prompts, draw_constraints, registry
 from patarm.demo.ifeval.teacher import ConstraintTeacher, judgment_text, score_of
 
-NO_SENTENCES = ("length_constraints:number_sentences",)  # its checker needs NLTK's punkt data (not in a fresh clone)
+# their checkers need NLTK's punkt data (not in a fresh clone)
+NO_SENTENCES = ("length_constraints:number_sentences", "change_case:capital_word_frequency")
 INSTRUCTIONS = [f"Write a short note about topic number {i} for a friend." for i in range(40)]
 
 
@@ -190,3 +191,74 @@ def test_real_alpaca_prompts_never_repeat_an_official_prompt_and_their_checkers_
     for row in (train + dev)[::25]:  # the checkers rebuild every drawn constraint from its kwargs
         result = check_response(row["ifeval"], "A short answer.")
         assert len(result.strict) == len(row["ifeval"]["instruction_id_list"])
+
+
+def _tiny_setup(tmp_path: Path) -> dict[str, Path]:
+    """A tiny policy / judge base (one Qwen3 folder), the held-out 'official' prompts (built by the same builder
+    from other instructions: a fresh clone has no IFEval file), and small stage configs for them."""
+    from patarm.models.tiny import build_tiny_judge
+
+    alpaca = _alpaca(tmp_path)
+    others = tmp_path / "others"
+    others.mkdir()
+    other = others / "alpaca.json"
+    other.write_text(json.dumps([{"instruction": f"Describe a city called Place{i}.", "input": "", "output": ""}
+                                 for i in range(8)]))
+    rows, dev, _ = build_prompts(other, _ifeval(others, ["unrelated"]),
+                                 PromptSettings(seed=9, dev_share=0.5, exclude_ids=NO_SENTENCES))
+    official = tmp_path / "input_data.jsonl"
+    official.write_text("".join(json.dumps({**r["ifeval"], "key": i}) + "\n" for i, r in enumerate(rows + dev)))
+    texts = INSTRUCTIONS + [r["ifeval"]["prompt"] for r in rows + dev] + ["<eval> pass fail </eval> <score>7</score>"]
+    build_tiny_judge(texts, tmp_path / "tiny", vocab_size=400, hidden_size=32, num_layers=1)
+    configs = ROOT / "patarm" / "demo" / "configs"
+    bt = yaml.safe_load((configs / "ifeval-bt.yaml").read_text()) | {
+        "model_name_or_path": str(tmp_path / "tiny"), "bf16": False, "max_length": 256, "report_to": []}
+    grpo = yaml.safe_load((configs / "ifeval-policy-grpo.yaml").read_text()) | {
+        "num_generations": 2, "per_device_train_batch_size": 4, "max_completion_length": 12, "report_to": []}
+    for name, values in (("bt.yaml", bt), ("grpo.yaml", grpo)):
+        (tmp_path / name).write_text(yaml.safe_dump(values))
+    return {"alpaca": alpaca, "ifeval": official, "tiny": tmp_path / "tiny", "bt": tmp_path / "bt.yaml",
+            "grpo": tmp_path / "grpo.yaml"}
+
+
+@pytest.mark.slow
+def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tmp_path, capsys):
+    """Every stage on a handful of prompts: prompts, start measured, pairs, the judge (SFT, RL set, GRPO-PAR,
+    export, dev accuracy), served; BT; three policy GRPO runs; the report. A rerun retrains nothing."""
+    s = _tiny_setup(tmp_path)
+    run = tmp_path / "run"
+    argv = ["downstream", "--recipe", "ifeval", "--run_dir", run, "--alpaca_file", s["alpaca"], "--ifeval_file",
+            s["ifeval"], "--nltk_data", "", "--exclude_ids", *NO_SENTENCES, "--policy_model", s["tiny"],
+            "--judge_base", s["tiny"], "--bt_config", s["bt"], "--grpo_config", s["grpo"], "--dev_share", "0.25",
+            "--min_constraints", "2", "--pair_prompts", "16", "--dev_pair_prompts", "6", "--pair_samples", "4",
+            "--sample_max_new_tokens", "12", "--sft_pairs", "6", "--rl_pool", "3", "--rl_rollouts", "2",
+            "--rl_keep", "0.0", "1.0", "--judge_grpo_steps", "1", "--max_prompt_tokens", "512",
+            "--judge_max_new_tokens", "24", "--heldout_prompts", "4", "--eval_max_new_tokens", "12", "--eval_every",
+            "1", "--grpo_steps", "2", "--rl_prompts", "8", "--batch_size", "16"]
+    run_cli(*argv)
+    report = json.loads((run / "report.json").read_text())
+    assert set(report["policies"]) == {"start", "grpo-judge", "grpo-bt", "grpo-rule"}
+    for name, policy in report["policies"].items():
+        greedy = policy["greedy"]
+        assert greedy["n"] == 4 and 0 <= greedy["ifeval_strict"] <= greedy["ifeval_loose"] <= 1, name
+        assert 0 <= greedy["ifeval_inst_strict"] <= 1 and greedy["verified"] == greedy["ifeval_strict"], name
+        official = policy["ifeval_official"]  # the official scorer on the saved responses, in percent
+        assert official["prompts_scored"] == 4 and official["prompt_strict"] == pytest.approx(
+            100 * greedy["ifeval_strict"]), name
+    for reward in ("judge", "bt", "rule"):
+        curve = report["curves"][reward]
+        assert [s["step"] for s in curve["steps"]] == [1, 2] and all(s["verified"] is not None for s in curve["steps"])
+        assert [h["step"] for h in curve["heldout"]] == [0, 1, 2]
+    assert {"judge", "bt"} <= set(report["reward_models"])  # both measured on the dev pairs
+    assert "listening on http://127.0.0.1:" in (run / "serve.log").read_text()  # the judge was served over HTTP
+    prompts = json.loads((run / "prompts" / "manifest.json").read_text())
+    assert prompts["rows_out"] == 40 and prompts["train"] + prompts["dev"] == 40
+    sft = [json.loads(line) for line in (run / "prep" / "pointwise" / "sft.jsonl").open()]
+    assert sft and all("followed :: " in r["messages"][-1]["content"] for r in sft)
+    assert (run / "grpo" / "metrics.jsonl").is_file() and (run / "export" / "patarm_config.json").is_file()
+    assert (run / "eval" / "start-ifeval-responses.jsonl").is_file()
+    stamps = {p: p.stat().st_mtime for p in run.rglob("*.safetensors")}
+    capsys.readouterr()
+    run_cli(*argv)
+    assert {p: p.stat().st_mtime for p in run.rglob("*.safetensors")} == stamps  # nothing retrained
+    assert "finished" in capsys.readouterr().out
