@@ -205,7 +205,7 @@ def test_report_files_and_tables(tmp_path, capsys):
     text = Path(paths["report_md"]).read_text()
     assert "| GRPO, reward = PaTaRM judge (served) | 8 | 0.500 | 9.000 |" in text and "hacked" in text
     assert Path(paths["plot"]).stat().st_size > 1000 and json.loads(Path(paths["report_json"]).read_text())["verdicts"]
-    assert "start (SFT policy)" in capsys.readouterr().out
+    assert "start (the policy before GRPO)" in capsys.readouterr().out
 
 
 def test_arguments_refuse_what_the_run_cannot_do(tmp_path):

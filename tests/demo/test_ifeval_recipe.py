@@ -48,9 +48,9 @@ def test_prompts_draw_registry_constraints_deterministically_split_by_instructio
     assert not {r["instruction"] for r in train} & {r["instruction"] for r in dev} and train and dev
     classes, conflicts = registry()
     for row in train + dev:
-        ifeval = row["ifeval"]
+        ifeval = json.loads(row["ifeval_row"])
         ids, kwargs = ifeval["instruction_id_list"], ifeval["kwargs"]
-        assert 1 <= len(ids) <= 3 and set(ids) <= set(classes) and json.loads(row["ifeval_row"]) == ifeval
+        assert 1 <= len(ids) <= 3 and set(ids) <= set(classes) and ifeval["key"] == row["id"]
         assert not any(b in conflicts[a] for i, a in enumerate(ids) for b in ids[i + 1:])  # no conflicting pair
         assert ifeval["prompt"].startswith(row["instruction"]) and row["prompt"][0]["content"] == ifeval["prompt"]
         assert ifeval["prompt"] not in {test_prompt}
@@ -86,7 +86,7 @@ ROW = {"key": "k", "prompt": "Write about the sea. In your entire response, refr
 
 def _row(i: int) -> dict:
     return {"id": f"p{i}", "prompt": [{"role": "user", "content": ROW["prompt"]}], "domain": "instruction-following",
-            "ifeval": ROW, "ifeval_row": json.dumps(ROW)}
+            "ifeval_row": json.dumps(ROW)}
 
 
 def test_pairs_choose_the_response_that_follows_more_constraints_and_count_prompts_without_a_pair():
@@ -186,11 +186,11 @@ def test_real_alpaca_prompts_never_repeat_an_official_prompt_and_their_checkers_
     assert manifest.consistent and manifest.rows_in == 5000 and manifest.dropped["has_input"] == 1943
     assert len(train) + len(dev) == 3057 - sum(v for k, v in manifest.dropped.items() if k != "has_input")
     tests = {json.loads(line)["prompt"] for line in official.open()}
-    assert not tests & {r["ifeval"]["prompt"] for r in train + dev}
+    rows = [json.loads(r["ifeval_row"]) for r in train + dev]
+    assert not tests & {r["prompt"] for r in rows}
     assert 0.07 < len(dev) / (len(train) + len(dev)) < 0.13
-    for row in (train + dev)[::25]:  # the checkers rebuild every drawn constraint from its kwargs
-        result = check_response(row["ifeval"], "A short answer.")
-        assert len(result.strict) == len(row["ifeval"]["instruction_id_list"])
+    for row in rows[::25]:  # the checkers rebuild every drawn constraint from its kwargs
+        assert len(check_response(row, "A short answer.").strict) == len(row["instruction_id_list"])
 
 
 def _tiny_setup(tmp_path: Path) -> dict[str, Path]:
@@ -207,8 +207,9 @@ def _tiny_setup(tmp_path: Path) -> dict[str, Path]:
     rows, dev, _ = build_prompts(other, _ifeval(others, ["unrelated"]),
                                  PromptSettings(seed=9, dev_share=0.5, exclude_ids=NO_SENTENCES))
     official = tmp_path / "input_data.jsonl"
-    official.write_text("".join(json.dumps({**r["ifeval"], "key": i}) + "\n" for i, r in enumerate(rows + dev)))
-    texts = INSTRUCTIONS + [r["ifeval"]["prompt"] for r in rows + dev] + ["<eval> pass fail </eval> <score>7</score>"]
+    held = [json.loads(r["ifeval_row"]) for r in rows + dev]
+    official.write_text("".join(json.dumps({**r, "key": i}) + "\n" for i, r in enumerate(held)))
+    texts = INSTRUCTIONS + [r["prompt"] for r in held] + ["<eval> pass fail </eval> <score>7</score>"]
     build_tiny_judge(texts, tmp_path / "tiny", vocab_size=400, hidden_size=32, num_layers=1)
     configs = ROOT / "patarm" / "demo" / "configs"
     bt = yaml.safe_load((configs / "ifeval-bt.yaml").read_text()) | {
@@ -262,3 +263,14 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
     run_cli(*argv)
     assert {p: p.stat().st_mtime for p in run.rglob("*.safetensors")} == stamps  # nothing retrained
     assert "finished" in capsys.readouterr().out
+
+
+def test_the_report_lists_the_official_scorer_figures_of_each_policy():
+    from patarm.demo.downstream.report import official_table
+
+    figures = {"prompts_scored": 541, "prompt_strict": 25.5, "inst_strict": 36.25, "prompt_loose": 27.0,
+               "inst_loose": 38.0, "prompts_without_response": 0}
+    text = official_table({"start": {"ifeval_official": figures}, "grpo-rule": {"greedy": {}}})
+    assert "| start (the policy before GRPO) | 541 | 25.50 | 36.25 | 27.00 | 38.00 |" in text
+    assert "grpo-rule" not in text and "reward = rule" not in text
+    assert official_table({"start": {"greedy": {}}}) == ""

@@ -6,6 +6,7 @@ whose responses all follow the same number of constraints gives no pair (counted
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,7 +34,8 @@ def label_pairs(rows: Sequence[dict[str, Any]], responses: Sequence[Sequence[str
     manifest, pairs, records = Manifest(rows_in=len(rows)), [], []
     gaps: Counter = Counter()
     for row, texts in zip(rows, responses):
-        checks = [followed(row["ifeval"], t) for t in texts]
+        ifeval = json.loads(row["ifeval_row"])
+        checks = [followed(ifeval, t) for t in texts]
         counts = [sum(c) for c in checks]
         records.append({"id": row["id"], "responses": list(texts), "followed": checks})
         if len(texts) < 2:
@@ -47,7 +49,7 @@ def label_pairs(rows: Sequence[dict[str, Any]], responses: Sequence[Sequence[str
         gaps[counts[best] - counts[worst]] += 1
         pairs.append(PreferencePair(
             id=row["id"], prompt=row["prompt"], chosen=texts[best], rejected=texts[worst], domain=row["domain"],
-            source=SOURCE, metadata={"ifeval": row["ifeval"], "followed": [counts[best], counts[worst]],
+            source=SOURCE, metadata={"ifeval": ifeval, "followed": [counts[best], counts[worst]],
                                      "constraints": len(checks[0])}))
         manifest.rows_out += 1
     manifest.extra["followed_gap"] = dict(sorted(gaps.items()))

@@ -187,9 +187,9 @@ def prompt_text(instruction: str, ids: list[str], descriptions: list[str]) -> st
 
 def build_prompts(alpaca_file: str | Path, ifeval_file: str | Path, settings: PromptSettings,
                   ) -> tuple[list[dict], list[dict], Manifest]:
-    """(train rows, dev rows, manifest). A row: `id`, `prompt` (chat messages), `domain`, `instruction`,
-    `ifeval` (the IFEval input row that checks a response) and `ifeval_row` (the same, as JSON text: the GRPO
-    data set's column that the checker reward reads)."""
+    """(train rows, dev rows, manifest). A row: `id`, `prompt` (chat messages), `domain`, `instruction` and
+    `ifeval_row`: the IFEval input row that checks a response, as JSON text (the GRPO data set's column that the
+    checker reward reads; text, because Arrow would merge every row's kwargs into one struct)."""
     from patarm.demo.downstream.task import is_heldout
 
     unknown = sorted(set(settings.exclude_ids) - set(registry()[0]))
@@ -215,7 +215,7 @@ def build_prompts(alpaca_file: str | Path, ifeval_file: str | Path, settings: Pr
         key = f"alpaca-{n}"
         ifeval = {"key": key, "prompt": text, "instruction_id_list": ids, "kwargs": kwargs}
         row = {"id": key, "prompt": [{"role": "user", "content": text}], "domain": DOMAIN,
-               "instruction": instruction, "ifeval": ifeval, "ifeval_row": json.dumps(ifeval)}
+               "instruction": instruction, "ifeval_row": json.dumps(ifeval)}
         (dev if is_heldout(instruction, settings.dev_share) else train).append(row)
         manifest.rows_out += 1
         per_id.update(ids)
