@@ -229,11 +229,12 @@ def stage_pairs(args: IFEvalArguments, out: Path, clock: Clock) -> tuple[list, l
         rows = {"train": train_rows[::-1][:args.pair_prompts],  # from the end: apart from the RL prompts
                 "dev": read_jsonl(out / "prompts" / "dev.jsonl")[:args.dev_pair_prompts]}
         made, manifests = {}, {}
+        drawn = sample_responses(args.policy_model, rows["train"] + rows["dev"], args.pair_samples,
+                                 args.sample_max_new_tokens, args.sample_temperature, args.batch_size, args.seed,
+                                 out / "prep" / "samples" / "cache.sqlite", args.dtype, args.device)
+        responses = {"train": drawn[:len(rows["train"])], "dev": drawn[len(rows["train"]):]}
         for split, chosen in rows.items():
-            responses = sample_responses(args.policy_model, chosen, args.pair_samples, args.sample_max_new_tokens,
-                                         args.sample_temperature, args.batch_size, args.seed,
-                                         out / "prep" / "samples" / "cache.sqlite", args.dtype, args.device)
-            made[split], records, manifests[split] = label_pairs(chosen, responses)
+            made[split], records, manifests[split] = label_pairs(chosen, responses[split])
             write_jsonl(records, out / "prep" / "samples" / f"{split}.jsonl")
         manifest = manifests["train"]
         manifest.extra.update(dev=manifests["dev"].to_dict(), prompts_also_rl=sum(r["id"] in rl_ids
