@@ -21,6 +21,7 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
     then the downstream loop (`patarm.demo.downstream.loop`): bt/, grpo-<reward>/ per reward (plain TRL
     GRPOTrainer; IFEval every `eval_every` steps), report.md, report.json, downstream_curves.png
 
+`--judge_model RUN/export --bt_model RUN/bt` reuse another run's reward models (the judge stages are then skipped).
 Every size is a field below (the CPU default: `patarm/demo/configs/ifeval-recipe.yaml`, read first; the GPU
 sizes: `configs/downstream/ifeval-qwen3.yaml`). `--until` stops after a stage (e.g. `start`: only measure).
 """
@@ -171,7 +172,9 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
         return early
     from patarm.demo.ifeval.judge import stage_judge
 
-    if (early := stop("judge", stage_judge(args, out, train, dev, clock), out / "eval" / "judge_pairs.json")):
+    if args.judge_model:  # a judge from another run, reused as it is (with --bt_model, the BT model too)
+        logger.info("judge: %s (given; not trained here)", args.judge_model)
+    elif (early := stop("judge", stage_judge(args, out, train, dev, clock), out / "eval" / "judge_pairs.json")):
         return early
     return loop.run(args)
 
