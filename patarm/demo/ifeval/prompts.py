@@ -156,16 +156,17 @@ def draw_constraints(instruction: str, settings: PromptSettings, manifest: Manif
 
 
 def _stable(cls: Any, iid: str, args: dict[str, Any]) -> bool:
-    """Whether the checker rebuilt from `args` (as the scorer rebuilds it) keeps exactly these kwargs."""
+    """Whether the checker rebuilt from `args` (as the scorer rebuilds it) keeps exactly these kwargs and draws
+    nothing at random (a draw means it replaced one of them, even when the redrawn value happens to be equal)."""
     state = random.getstate()
     try:
-        random.seed(12345)
         rebuilt = cls(iid)
         rebuilt.build_description(**args)
+        drew = random.getstate() != state
         again = {k: v for k, v in (rebuilt.get_instruction_args() or {}).items() if v is not None}
     finally:
         random.setstate(state)
-    return again == args
+    return not drew and again == args
 
 
 def _join(parts: list[str]) -> str:
