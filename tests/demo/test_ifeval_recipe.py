@@ -90,16 +90,18 @@ def _row(i: int) -> dict:
 
 
 def test_pairs_choose_the_response_that_follows_more_constraints_and_count_prompts_without_a_pair():
-    responses = [["The sea, it is blue.", "The sea is blue and calm.", "Hello, world"],  # 1, 2, 0 followed
+    responses = [["The sea, it is blue.", "The sea is blue and calm.", "Hello, world", ""],  # 1, 2, 0, empty
                  ["The sea is blue.", "A blue sea here."],                           # 2 and 2: no pair
-                 ["Nothing, here", "Nothing, there"]]                                 # 0 and 0: no pair
-    pairs, records, manifest = label_pairs([_row(0), _row(1), _row(2)], responses)
+                 ["Nothing, here", "Nothing, there"],                                 # 0 and 0: no pair
+                 ["The sea is blue.", " "]]                                           # one is empty: no pair
+    pairs, records, manifest = label_pairs([_row(0), _row(1), _row(2), _row(3)], responses)
     assert [(p.chosen, p.rejected) for p in pairs] == [("The sea is blue and calm.", "Hello, world")]
     assert pairs[0].metadata["followed"] == [2, 0] and pairs[0].metadata["ifeval"] == ROW
-    assert manifest.consistent and dict(manifest.dropped) == {"all_follow_every_constraint": 1,
-                                                             "all_follow_equally": 1}
-    assert records[0]["followed"] == [[False, True], [True, True], [False, False]]
-    assert manifest.extra["followed_gap"] == {2: 1}
+    assert manifest.consistent and dict(manifest.dropped) == {
+        "all_follow_every_constraint": 1, "all_follow_equally": 1, "fewer_than_two_nonempty_responses": 1}
+    assert records[0]["followed"] == [[False, True], [True, True], [False, False], [False, False]]
+    assert manifest.extra["followed_gap"] == {2: 1} and manifest.extra["empty_responses"] == 2
+    assert manifest.extra["samples_all_followed"] == pytest.approx(4 / 10)  # every sampled response counts
 
 
 def test_teacher_cites_each_constraint_with_its_evidence_and_scores_the_share_followed():

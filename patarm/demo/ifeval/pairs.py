@@ -1,7 +1,9 @@
 """Preference pairs from the policy's own responses, labelled by the IFEval checkers: several sampled responses
 per verifiable prompt, each checked constraint by constraint (strict, `patarm.verify.ifeval.check_response`);
 the response that follows the most constraints is chosen, the one that follows the fewest rejected. A prompt
-whose responses all follow the same number of constraints gives no pair (counted in the manifest, by why).
+whose responses all follow the same number of constraints gives no pair (counted in the manifest, by why). An
+empty response (the policy stopped at once) follows no constraint, but a pair cannot hold it: it is left out of
+the candidates and counted (`empty_responses`).
 """
 
 from __future__ import annotations
@@ -35,30 +37,30 @@ def label_pairs(rows: Sequence[dict[str, Any]], responses: Sequence[Sequence[str
     gaps: Counter = Counter()
     for row, texts in zip(rows, responses):
         ifeval = json.loads(row["ifeval_row"])
-        checks = [followed(ifeval, t) for t in texts]
-        counts = [sum(c) for c in checks]
+        checks = [followed(ifeval, t) for t in texts]  # an empty response fails every constraint
         records.append({"id": row["id"], "responses": list(texts), "followed": checks})
-        if len(texts) < 2:
-            manifest.drop("fewer_than_two_responses", row["id"])
+        candidates = [k for k, t in enumerate(texts) if t.strip()]
+        if len(candidates) < 2:
+            manifest.drop("fewer_than_two_nonempty_responses", row["id"])
             continue
-        best, worst = counts.index(max(counts)), counts.index(min(counts))
+        counts = {k: sum(checks[k]) for k in candidates}
+        best, worst = max(candidates, key=lambda k: counts[k]), min(candidates, key=lambda k: counts[k])
         if counts[best] == counts[worst]:
-            reason = "all_follow_every_constraint" if counts[best] == len(checks[0]) else "all_follow_equally"
+            reason = "all_follow_every_constraint" if counts[best] == len(checks[best]) else "all_follow_equally"
             manifest.drop(reason, row["id"])
             continue
         gaps[counts[best] - counts[worst]] += 1
         pairs.append(PreferencePair(
             id=row["id"], prompt=row["prompt"], chosen=texts[best], rejected=texts[worst], domain=row["domain"],
             source=SOURCE, metadata={"ifeval": ifeval, "followed": [counts[best], counts[worst]],
-                                     "constraints": len(checks[0])}))
+                                     "constraints": len(checks[best])}))
         manifest.rows_out += 1
-    manifest.extra["followed_gap"] = dict(sorted(gaps.items()))
-    n = sum(len(c) for c in (r["followed"] for r in records) for c in c) if records else 0
-    if n:
-        manifest.extra["samples_constraint_followed"] = round(
-            sum(sum(c) for r in records for c in r["followed"]) / n, 4)
-        manifest.extra["samples_all_followed"] = round(
-            sum(all(c) for r in records for c in r["followed"]) / sum(len(r["followed"]) for r in records), 4)
+    every = [c for r in records for c in r["followed"]]  # one list of verdicts per sampled response
+    manifest.extra.update(
+        followed_gap=dict(sorted(gaps.items())),
+        empty_responses=sum(not t.strip() for r in records for t in r["responses"]),
+        samples_constraint_followed=round(sum(map(sum, every)) / max(1, sum(map(len, every))), 4),
+        samples_all_followed=round(sum(all(c) for c in every) / max(1, len(every)), 4))
     return pairs, records, manifest
 
 
