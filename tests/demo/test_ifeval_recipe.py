@@ -236,8 +236,8 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
     excluded = sorted(set(registry()[0]) - varying)
     argv = ["downstream", "--recipe", "ifeval", "--run_dir", run, "--alpaca_file", s["alpaca"], "--ifeval_file",
             s["ifeval"], "--nltk_data", "", "--exclude_ids", *excluded, "--policy_model", s["tiny"],
-            "--judge_base", s["tiny"], "--bt_config", s["bt"], "--grpo_config", s["grpo"], "--dev_share", "0.25",
-            "--min_constraints", "2", "--pair_prompts", "32", "--dev_pair_prompts", "8", "--pair_samples", "6",
+            "--judge_base", s["tiny"], "--bt_config", s["bt"], "--grpo_config", s["grpo"], "--dev_share", "0.4",
+            "--min_constraints", "2", "--pair_prompts", "40", "--dev_pair_prompts", "40", "--pair_samples", "6",
             "--sample_max_new_tokens", "12", "--sft_pairs", "3", "--rl_pool", "3", "--rl_rollouts", "2",
             "--rl_keep", "0.0", "1.0", "--judge_grpo_steps", "1", "--max_prompt_tokens", "512",
             "--judge_max_new_tokens", "24", "--heldout_prompts", "4", "--eval_max_new_tokens", "12", "--eval_every",
@@ -256,12 +256,14 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
         curve = report["curves"][reward]
         assert [s["step"] for s in curve["steps"]] == [1, 2] and all(s["verified"] is not None for s in curve["steps"])
         assert [h["step"] for h in curve["heldout"]] == [0, 1, 2]
-    assert {"judge", "bt"} <= set(report["reward_models"])  # both measured on the dev pairs
+    pairs = json.loads((run / "prep" / "pairs" / "manifest.json").read_text())
+    assert pairs["rows_in"] + pairs["dev"]["rows_in"] == 40 == pairs["rows_out"] + sum(pairs["dropped"].values()) + (
+        pairs["dev"]["rows_out"] + sum(pairs["dev"]["dropped"].values()))
+    # both reward models measured on the dev pairs, when the random policy's samples gave any
+    assert (set(report["reward_models"]) == {"judge", "bt"}) == (pairs["dev"]["rows_out"] > 0)
     assert "listening on http://127.0.0.1:" in (run / "serve.log").read_text()  # the judge was served over HTTP
     prompts = json.loads((run / "prompts" / "manifest.json").read_text())
     assert prompts["rows_out"] == 40 and prompts["train"] + prompts["dev"] == 40
-    pairs = json.loads((run / "prep" / "pairs" / "manifest.json").read_text())
-    assert pairs["rows_in"] == 32 == pairs["rows_out"] + sum(pairs["dropped"].values())
     assert pairs["rows_out"] >= 4 and json.loads((run / "prep" / "rl" / "manifest.json").read_text())["rows_out"]
     sft = [json.loads(line) for line in (run / "prep" / "pointwise" / "sft.jsonl").open()]
     assert sft and all("followed :: " in r["messages"][-1]["content"] for r in sft)

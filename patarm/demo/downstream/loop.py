@@ -292,6 +292,6 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
         if last:
             out["judge"] = {"accuracy": last["accuracy"], "accuracy_ci": last.get("accuracy_ci"), "source": str(report)}
     heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
-    if bt and heldout.is_file():
+    if bt and heldout.is_file() and heldout.stat().st_size:  # a run may have no held-out pair (e.g. tiny sizes)
         out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
     return out
