@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "benchmarks"
+# ../shared/benchmarks beside the checkout; PATARM_BENCHMARKS points elsewhere (a git worktree, a CI cache)
+SHARED = Path(os.environ.get("PATARM_BENCHMARKS") or ROOT.parent / "shared" / "benchmarks")
 
 # DeepSpeed's CPU communication op is JIT-built once; keep it in a cache the tests control.
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))

@@ -30,7 +30,7 @@ COMMANDS = {
     "quickstart": ("patarm.cli.quickstart", "the main job on the bundled task, end to end on a CPU"),
     "downstream": (
         "patarm.cli.downstream",
-        "the downstream RLHF loop in miniature: a policy trained on the judge, BT and rule rewards",
+        "a policy trained by GRPO on the judge, BT and rule rewards (--recipe case | ifeval: SmolLM2 on IFEval)",
     ),
 }
 # What a user can get wrong: reported as one paragraph, never as a traceback (unless --debug).

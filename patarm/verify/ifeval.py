@@ -79,6 +79,14 @@ def check_response(row: dict, response: str) -> PromptResult:
                         [r.loose_pass for r in results])
 
 
+def share_followed(row: dict | str, response: str) -> float:
+    """The fraction of the row's instructions `response` follows (strict); `row` may be its JSON text."""
+    import json
+
+    strict = check_response(json.loads(row) if isinstance(row, str) else row, response).strict
+    return sum(strict) / len(strict) if strict else 0.0
+
+
 def summarize(results: list[PromptResult]) -> dict[str, float]:
     """The four official figures, in percent."""
     if not results:

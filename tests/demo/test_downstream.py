@@ -205,14 +205,21 @@ def test_report_files_and_tables(tmp_path, capsys):
     text = Path(paths["report_md"]).read_text()
     assert "| GRPO, reward = PaTaRM judge (served) | 8 | 0.500 | 9.000 |" in text and "hacked" in text
     assert Path(paths["plot"]).stat().st_size > 1000 and json.loads(Path(paths["report_json"]).read_text())["verdicts"]
-    assert "start (SFT policy)" in capsys.readouterr().out
+    assert "start (the policy before GRPO)" in capsys.readouterr().out
 
 
-def test_arguments_refuse_what_the_run_cannot_do():
+def test_arguments_refuse_what_the_run_cannot_do(tmp_path):
+    from patarm.demo.downstream.loop import preflight
+
     with pytest.raises(ValueError, match="choose from"):
         DownstreamArguments(rewards=["judge", "gold"])
-    with pytest.raises(ValueError, match="synthetic task's constraints"):
-        DownstreamArguments(train_prompts_file="p.jsonl", policy_sft=False)
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "Write a poem."}) + "\n")
+    with pytest.raises(ValueError, match="p.jsonl: --rewards rule needs a checker"):  # named before any training
+        preflight(DownstreamArguments(train_prompts_file=str(prompts), policy_sft=False, rewards=["rule"],
+                                      score_with=[]))
+    prompts.write_text(json.dumps({"prompt": "Write a poem.", "ifeval_row": "{}"}) + "\n")
+    preflight(DownstreamArguments(train_prompts_file=str(prompts), policy_sft=False, rewards=["rule"], score_with=[]))
     with pytest.raises(ValueError, match="--policy_sft false"):
         DownstreamArguments(train_prompts_file="p.jsonl", rewards=["judge"])
     assert DownstreamArguments().judge_path() == str(Path("runs/quickstart/export"))
@@ -243,7 +250,8 @@ def test_file_task_reads_rl_prompts_and_ifeval_and_infobench_items(tmp_path, ben
         T.infobench_items(bad)
 
 
-CONFIGS = sorted(CONFIG_DIR.glob("downstream*.yaml")) + sorted((ROOT / "configs" / "downstream").glob("*.yaml"))
+CONFIGS = sorted(CONFIG_DIR.glob("downstream*.yaml")) + sorted(  # the ifeval recipe's: tests/demo/test_ifeval_recipe.py
+    p for p in (ROOT / "configs" / "downstream").glob("*.yaml") if not p.name.startswith("ifeval"))
 
 
 @pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.relative_to(ROOT).as_posix())

@@ -23,7 +23,8 @@ class DownstreamArguments(RunArguments):
 
     run_dir: str = field(default="runs/downstream", metadata={"help": "the run folder for every artefact"})
     rewards: list[str] = field(default_factory=lambda: list(REWARD_CHOICES), metadata={
-        "help": "the rewards to train a policy on, one GRPO run each: judge (PaTaRM, served), bt (scalar), rule"})
+        "help": "the rewards to train a policy on, one GRPO run each: judge (PaTaRM, served), bt (scalar), rule (the "
+                "synthetic task's verifier, or the IFEval checkers on prompts with an `ifeval_row` column)"})
     seed: int = field(default=0, metadata={"help": "seed of the policy, its training and the evaluation sampling"})
     # --- the reward models
     judge_run: str = field(default="runs/quickstart", metadata=_path(
@@ -38,6 +39,8 @@ class DownstreamArguments(RunArguments):
         "help": "reward for a response the judge could not score (default: none, left out of the advantages)"})
     bt_model: str | None = field(default=None, metadata=_path(
         "a trained BT reward model folder (default: trained into {run_dir}/bt on the judge's training pairs)"))
+    bt_pairs: str | None = field(default=None, metadata=_path(
+        "the pairs the BT model trains on (default: the judge's SFT pairs, {judge_run}/prep/pointwise/pairs.jsonl)"))
     bt_max_pairs: int | None = field(default=6400, metadata={
         "help": "train the BT model on at most this many of the judge's pairs (its loss is ~0 long before 6,400)"})
     bt_config: str = field(default=str(CONFIG_DIR / "downstream-bt.yaml"), metadata=_path(
@@ -98,9 +101,6 @@ class DownstreamArguments(RunArguments):
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
         if self.eval_every < 0 or self.eval_samples < 0:
             raise ValueError("--eval_every and --eval_samples must be >= 0")
-        if self.train_prompts_file and "rule" in self.rewards:
-            raise ValueError("--rewards rule needs the synthetic task's constraints; with --train_prompts_file "
-                             "use judge and/or bt")
         if self.train_prompts_file and self.policy_sft:
             raise ValueError("--policy_sft trains on the synthetic task; with --train_prompts_file set "
                              "--policy_sft false (start from an instruction-tuned policy)")
@@ -108,6 +108,9 @@ class DownstreamArguments(RunArguments):
     @property
     def synthetic(self) -> bool:
         return not self.train_prompts_file
+
+    def bt_pairs_path(self) -> Path:
+        return Path(self.bt_pairs) if self.bt_pairs else Path(self.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
 
     def judge_path(self) -> str:
         return self.judge_model or str(Path(self.judge_run) / "export")

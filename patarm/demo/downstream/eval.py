@@ -110,6 +110,10 @@ class Evaluator:
         for mode, responses in drawn.items():
             flat = [(item, r) for item, rs in zip(self.items, responses) for r in rs]
             result[mode] = measure(flat, {n: self.scorers[n] for n in names}, self.infobench_backend)
+        if any(item.get("benchmark") == "ifeval" for item in self.items):  # for the official scorer's file
+            result["greedy_responses"] = [{"prompt": item["ifeval"]["prompt"], "response": rs[0]}
+                                          for item, rs in zip(self.items, drawn["greedy"])
+                                          if item.get("benchmark") == "ifeval"]
         result["examples"] = [{"prompt": item["prompt"][-1]["content"], "greedy": drawn["greedy"][i][0],
                                "sampled": drawn["sampled"][i][0] if "sampled" in drawn else None}
                               for i, item in enumerate(self.items[:6])]
@@ -119,8 +123,8 @@ class Evaluator:
 def measure(flat: list[tuple[dict[str, Any], str]], scorers: dict[str, Scorer], infobench_backend: Any = None,
             ) -> dict[str, Any]:
     """The measures of (item, response) pairs: mean answer length (words), verified accuracy, IFEval prompt-level
-    strict / loose accuracy, InFoBench-style DRFR, each reward model's mean score; `n_*` say over how many
-    responses each is taken."""
+    strict / loose accuracy (and instruction level: `ifeval_inst_*`), InFoBench-style DRFR, each reward model's
+    mean score; `n_*` say over how many responses (or instructions) each is taken."""
     out: dict[str, Any] = {"n": len(flat)}
     if flat:  # a policy that games its reward often collapses to short answers: the length shows it
         out["words"] = sum(len(r.split()) for _, r in flat) / len(flat)
@@ -139,6 +143,12 @@ def measure(flat: list[tuple[dict[str, Any], str]], scorers: dict[str, Scorer], 
         out.update(ifeval_strict=sum(strict) / len(checked), ifeval_loose=sum(loose) / len(checked),
                    n_ifeval=len(checked), ifeval_strict_ci=list(mean_ci(strict, groups=groups)),
                    ifeval_loose_ci=list(mean_ci(loose, groups=groups)))
+        # instruction level: every instruction counts once (a prompt's instructions resampled together)
+        inst = [(g, float(s), float(lo)) for g, c in zip(groups, checked) for s, lo in zip(c.strict, c.loose)]
+        if inst:
+            out.update(ifeval_inst_strict=sum(s for _, s, _ in inst) / len(inst),
+                       ifeval_inst_loose=sum(lo for _, _, lo in inst) / len(inst), n_ifeval_inst=len(inst),
+                       ifeval_inst_strict_ci=list(mean_ci([s for _, s, _ in inst], groups=[g for g, _, _ in inst])))
     questions = [(item, r) for item, r in flat if item.get("questions")]
     if questions and infobench_backend is not None:
         answers = infobench_answers(infobench_backend, questions)
@@ -202,7 +212,8 @@ class HeldoutCallback(TrainerCallback):
         if not state.is_world_process_zero:
             return
         result = self.evaluator.evaluate(model, processing_class, self.scorer_names)
-        append_jsonl({"step": state.global_step, **{k: v for k, v in result.items() if k != "examples"}}, self.path)
+        kept = {k: v for k, v in result.items() if k not in ("examples", "greedy_responses")}
+        append_jsonl({"step": state.global_step, **kept}, self.path)
         logger.info("step %d: held-out %s", state.global_step, brief(result))
 
 
@@ -211,7 +222,7 @@ def brief(result: dict[str, Any]) -> str:
     parts = []
     for mode in ("sampled", "greedy"):
         m = result.get(mode) or {}
-        for key in ("verified", "ifeval_strict", "drfr", "judge", "bt"):
+        for key in ("verified", "ifeval_strict", "ifeval_inst_strict", "drfr", "judge", "bt"):
             if m.get(key) is not None:
                 parts.append(f"{mode} {key} {m[key]:.3f}")
     return ", ".join(parts) or "no measure applies"

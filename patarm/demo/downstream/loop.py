@@ -69,7 +69,8 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
             clock.done(f"GRPO on {reward}", note=brief(results[f"grpo-{reward}"]))
     if not main:
         return {}
-    report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled")} for k, v in results.items()},
+    report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled", "ifeval_official")}
+                           for k, v in results.items()},
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
@@ -88,10 +89,16 @@ def preflight(args: DownstreamArguments, processes: int = 1) -> None:
     if "judge" in needs and not args.judge_url and not Path(args.judge_path()).exists():
         raise FileNotFoundError(f"judge {args.judge_path()} does not exist: build it with `patarm quickstart --run_dir "
                                 f"{args.judge_run}`, or give --judge_model (a judge folder) or --judge_url")
-    pairs = Path(args.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
+    pairs = args.bt_pairs_path()
     if "bt" in needs and not args.bt_model and not pairs.is_file():
         raise FileNotFoundError(f"{pairs}: the judge's training pairs, which the BT model trains on, are missing: "
                                 f"run `patarm quickstart --run_dir {args.judge_run}` first, or give --bt_model")
+    if "rule" in args.rewards and not args.synthetic:
+        rows = read_jsonl(args.train_prompts_file)
+        if not rows or not any(rows[0].get(k) for k in ("constraint", "ifeval_row")):
+            raise ValueError(f"{args.train_prompts_file}: --rewards rule needs a checker on every prompt row (a "
+                             "`constraint` or an `ifeval_row` column, as `patarm downstream --recipe ifeval` writes); "
+                             "with other prompts use judge and/or bt")
 
 
 def stage_task(args: DownstreamArguments, out: Path) -> dict[str, int]:
@@ -155,8 +162,7 @@ def stage_bt(args: DownstreamArguments, out: Path) -> str:
         return args.bt_model
     folder = out / "bt"
     if not trained(folder):
-        pairs = Path(args.judge_run) / "prep" / "pointwise" / "pairs.jsonl"
-        flags = ["--train_file", pairs, "--output_dir", folder, "--seed", args.seed]
+        flags = ["--train_file", args.bt_pairs_path(), "--output_dir", folder, "--seed", args.seed]
         train_stage("bt", stage_args("bt", args.bt_config, out, *flags,
                                      *(["--max_pairs", args.bt_max_pairs] if args.bt_max_pairs else [])))
     return str(folder)
@@ -164,7 +170,7 @@ def stage_bt(args: DownstreamArguments, out: Path) -> str:
 
 def _scorers(args: DownstreamArguments, out: Path, bt: str | None, stack: contextlib.ExitStack) -> dict[str, Any]:
     """Reward functions by name; the judge server starts only when the judge is first called."""
-    scorers: dict[str, Any] = {"rule": RuleReward()} if args.synthetic else {}
+    scorers: dict[str, Any] = {"rule": RuleReward()} if args.synthetic or "rule" in args.rewards else {}
     if bt:
         scorers["bt"] = ScalarReward(bt)
     if "judge" in args.rewards + args.score_with:
@@ -205,7 +211,21 @@ def stage_eval(args: DownstreamArguments, path: Path, model_path: str, evaluator
     """A saved policy measured on the held-out items (cached in `path`)."""
     if path.is_file():
         return read_json(path)
-    result = evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with)
+    return save_result(args, evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with), path)
+
+
+def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -> dict[str, Any]:
+    """Write a measurement to `path`. Greedy responses to IFEval's own prompts also go to
+    `<name>-ifeval-responses.jsonl` ({prompt, response}), scored by the official scorer exactly as
+    `patarm verify ifeval --input IFEVAL --responses FILE` scores them (`ifeval_official`: percent)."""
+    responses = result.pop("greedy_responses", None)
+    if responses:
+        from patarm.verify.ifeval import evaluate
+
+        file = path.with_name(f"{path.stem}-ifeval-responses.jsonl")
+        write_jsonl(responses, file)
+        source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
+        result["ifeval_official"] = evaluate(source, file)[0]
     write_json(result, path)
     return result
 
@@ -236,9 +256,8 @@ def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, s
     train_policy(args, out, folder, policy, Monitored(scorers[reward]), evaluator, [reward])
     if not main:
         return {}
-    result = evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with)
-    write_json(result, folder / "result.json")
-    return result
+    return save_result(args, evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with),
+                       folder / "result.json")
 
 
 def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
@@ -264,12 +283,15 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
 
     out: dict[str, Any] = {}
     report = Path(args.judge_run) / "report.json"
-    if report.is_file():
+    measured = Path(args.run_dir) / "eval" / "judge_pairs.json"  # a recipe that trains its own judge writes it
+    if measured.is_file():
+        out["judge"] = read_json(measured)
+    elif report.is_file():
         stages = read_json(report).get("stages", {})
         last = stages.get("grpo") or stages.get("sft")
         if last:
             out["judge"] = {"accuracy": last["accuracy"], "accuracy_ci": last.get("accuracy_ci"), "source": str(report)}
     heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
-    if bt and heldout.is_file():
+    if bt and heldout.is_file() and heldout.stat().st_size:  # a run may have no held-out pair (e.g. tiny sizes)
         out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
     return out

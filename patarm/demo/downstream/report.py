@@ -18,11 +18,13 @@ COLUMNS = (
     ("verified", "verified acc."),
     ("ifeval_strict", "IFEval strict"),
     ("ifeval_loose", "IFEval loose"),
+    ("ifeval_inst_strict", "IFEval inst. strict"),
+    ("ifeval_inst_loose", "IFEval inst. loose"),
     ("drfr", "InFoBench DRFR"),
     ("judge", "judge score (1–10)"),
     ("bt", "BT score"),
 )
-NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (SFT policy)",
+NAMES = {"reference": "reference (the task's chosen responses)", "start": "start (the policy before GRPO)",
          "grpo-judge": "GRPO, reward = PaTaRM judge (served)", "grpo-bt": "GRPO, reward = BT reward model",
          "grpo-rule": "GRPO, reward = rule verifier (upper bound)"}
 
@@ -102,6 +104,18 @@ def verdict(curve: dict[str, list], start: dict, final: dict, frac: float = 0.2,
     }
 
 
+def official_table(policies: dict[str, dict]) -> str:
+    """IFEval's four figures (percent) from the official scorer on each policy's greedy responses ('' if none)."""
+    rows = [(name, p["ifeval_official"]) for name, p in policies.items() if p.get("ifeval_official")]
+    if not rows:
+        return ""
+    lines = ["| policy | prompts | prompt strict | inst. strict | prompt loose | inst. loose |", "|---" * 6 + "|"]
+    for name, o in rows:
+        lines.append(f"| {NAMES.get(name, name)} | {o['prompts_scored']} | {o['prompt_strict']:.2f} | "
+                     f"{o['inst_strict']:.2f} | {o['prompt_loose']:.2f} | {o['inst_loose']:.2f} |")
+    return "\n\nIFEval, greedy, the official scorer (`patarm verify ifeval`; percent):\n\n" + "\n".join(lines)
+
+
 def training_table(report: dict) -> str:
     lines = [("| reward | trained reward, first → last 20 % of steps | rollouts' verified acc., first → last | "
               "held-out verified acc. (sampled), start → end | verdict |"), "|---|---|---|---|---|"]
@@ -170,8 +184,9 @@ def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
     text = (f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
             f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")
             + "\n\nHeld-out prompts, greedy responses:\n\n" + policy_table(report["policies"], "greedy")
+            + official_table(report["policies"])
             + "\n\nTraining:\n\n" + training_table(report)
-            + f"\n\nReward models' held-out pair accuracy (the quickstart's held-out pairs): {rm_line}")
+            + f"\n\nReward models' accuracy on held-out pairs (never trained on): {rm_line}")
     print("\n" + text + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "downstream_curves.png"}
     plot(report, paths["plot"])

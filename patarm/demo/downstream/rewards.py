@@ -5,7 +5,9 @@ server they reach over HTTP:
   `patarm.serve.adapters.trl.JudgeReward`: the reward is its mean score (1–10);
 * `bt`    — the Bradley–Terry scalar reward model (`patarm bt`): the reward is its scalar output, computed
   exactly as TRL scores a sequence-classification reward model (chat template, right padding, logit 0);
-* `rule`  — the rule verifier of the synthetic task: 1 when the response follows the instruction, else 0.
+* `rule`  — the rule verifier of the synthetic task: 1 when the response follows the instruction, else 0; on
+  verifiable prompts (an `ifeval_row` column: an IFEval input row) the IFEval checkers: the share of the
+  prompt's constraints followed (strict).
 
 `Monitored` wraps any of them and logs, at every step, the share of the rollouts the rule verifier accepts
 (`verified/accuracy`), so the reward a policy is trained on can be plotted next to what it actually does.
@@ -33,15 +35,22 @@ REWARDS = ("judge", "bt", "rule")
 
 
 class RuleReward:
-    """1.0 when the rule verifier accepts the completion for the row's `constraint`, else 0.0."""
+    """1.0 when the rule verifier accepts the completion for the row's `constraint`, else 0.0; for a row with an
+    `ifeval_row` instead, the share of its IFEval constraints the completion follows (strict)."""
 
     __name__ = "rule"
 
     def __call__(self, prompts: Sequence[Any], completions: Sequence[Any], constraint: Sequence[str] | None = None,
-                 **kwargs: Any) -> list[float]:
-        if constraint is None:
-            raise ValueError("the rule reward needs a `constraint` column (the synthetic task's rows have one)")
-        return [float(bool(verified({"constraint": c}, completion_text(x)))) for c, x in zip(constraint, completions)]
+                 ifeval_row: Sequence[str] | None = None, **kwargs: Any) -> list[float]:
+        if constraint is not None:
+            return [float(bool(verified({"constraint": c}, completion_text(x))))
+                    for c, x in zip(constraint, completions)]
+        if ifeval_row is not None:
+            from patarm.verify.ifeval import share_followed
+
+            return [share_followed(row, completion_text(x)) for row, x in zip(ifeval_row, completions)]
+        raise ValueError("the rule reward needs a `constraint` column (the synthetic task's rows) or an `ifeval_row` "
+                         "column (verifiable prompts: patarm downstream --recipe ifeval)")
 
 
 class ScalarReward:
@@ -97,9 +106,10 @@ class Monitored:
         answers = [answer(completion_text(c)) for c in completions]
         rewards = self.reward(prompts, answers, **kwargs)
         log_metric = kwargs.get("log_metric")
-        constraints = kwargs.get("constraint")
+        column = "constraint" if kwargs.get("constraint") is not None else "ifeval_row"
+        constraints = kwargs.get(column)
         if callable(log_metric) and constraints is not None:
-            checks = [verified({"constraint": c}, x) for c, x in zip(constraints, answers)]
+            checks = [verified({column: c}, x) for c, x in zip(constraints, answers)]
             checks = [c for c in checks if c is not None]
             if checks:
                 log_metric("verified/accuracy", sum(checks) / len(checks))

@@ -109,10 +109,17 @@ def answer(text: str) -> str:
 
 
 def verified(item: dict[str, Any], response: str) -> bool | None:
-    """The rule verifier's verdict on `response` (None when the item has no rule constraint)."""
-    if not item.get("constraint"):
-        return None
-    return check(Constraint.from_dict(json.loads(item["constraint"])), response).passed
+    """The rule verifier's verdict on `response`: the synthetic task's `constraint`, else the IFEval checkers on the
+    item's IFEval input row (`ifeval_row` as JSON text, or `ifeval`): every instruction followed, strict — IFEval's
+    prompt-level strict accuracy. None when the item has neither."""
+    if item.get("constraint"):
+        return check(Constraint.from_dict(json.loads(item["constraint"])), response).passed
+    row = item.get("ifeval_row") or item.get("ifeval")
+    if row:
+        from patarm.verify.ifeval import check_response
+
+        return all(check_response(json.loads(row) if isinstance(row, str) else row, response).strict)
+    return None
 
 
 # ------------------------------------------------------------------------------ items from files

@@ -1,0 +1,152 @@
+"""The IFEval recipe's PaTaRM judge, trained in the recipe's run folder exactly as `patarm sft | grpo | export` train
+one: the checker-backed teacher's pointwise SFT corpus on the first `sft_pairs` pairs (margin filter), SFT, the RL set
+rejection-sampled with the SFT judge on the next `rl_pool` pairs, GRPO-PAR, export; then its accuracy on the dev
+pairs, and the BT model's training pairs (every pair the judge trained on).
+
+The judge prompt is the bundled `pointwise-compact` template rendered with the policy's prompt (which states its
+constraints) and the domain's primary rubric — what `patarm serve` renders for each request of the TRL adapter — so
+the judge is asked the same way in SFT, rejection sampling, GRPO, its own evaluation and as the served reward.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from patarm.demo.kit import Clock, stage_args, step_done, train_stage, trained, write_step
+from patarm.io import read_json, read_jsonl, write_json
+
+TEMPLATE = "pointwise-compact"
+logger = logging.getLogger("patarm.downstream")
+if TYPE_CHECKING:
+    from patarm.demo.ifeval.recipe import IFEvalArguments
+
+
+def _renderer(args: IFEvalArguments, tokenizer_from: str | None) -> Any:
+    """The judge prompt of one side (the template rendered with the pair's prompt, as `patarm serve` renders it),
+    cut to `max_prompt_tokens` with the tokenizer of `tokenizer_from` (None: not cut, e.g. a tiny base that has
+    no tokenizer before its SFT)."""
+    from patarm.prep.corpus import template_prompt
+
+    if tokenizer_from is None:
+        return template_prompt
+    from patarm.judge.truncate import truncate_messages
+    from patarm.models import load_tokenizer, resolve_model
+
+    tokenizer = load_tokenizer(resolve_model(tokenizer_from))
+    return lambda pair, response, template: truncate_messages(template_prompt(pair, response, template), tokenizer,
+                                                              args.max_prompt_tokens)[0]
+
+
+def _judge_backend(args: IFEvalArguments, model: str, temperature: float, cache: Path) -> Any:
+    from patarm.backends import GenerationOptions, make_backend
+
+    spec = {"kind": "hf", "model": model, "dtype": args.dtype,
+            **({} if args.device == "cpu" else {"device_map": args.device})}
+    return make_backend(spec, GenerationOptions(max_new_tokens=args.judge_max_new_tokens, temperature=temperature,
+                                                batch_size=args.batch_size), cache=cache, name=cache.parent.name)
+
+
+def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock: Clock) -> dict[str, Any]:
+    """The PaTaRM judge: teacher SFT corpus → SFT → RL set → GRPO-PAR → export/, its dev-pair accuracy, and the BT
+    pairs (every pair it trained on). Returns the judge's dev-pair accuracy."""
+    from patarm.data import write_pairs
+    from patarm.demo.ifeval.teacher import ConstraintTeacher
+    from patarm.judge import load_template
+    from patarm.models import parse_tiny_spec
+    from patarm.prep.corpus import pointwise_corpus
+
+    template = load_template(TEMPLATE, rubric_mode="primary")
+    sft_pool, rl_pool = train[:args.sft_pairs], train[args.sft_pairs:args.sft_pairs + args.rl_pool]
+    folder = out / "prep" / "pointwise"
+    if not step_done(folder):
+        started = time.time()
+        base = None if parse_tiny_spec(args.judge_base) is not None else args.judge_base
+        rows, manifest = pointwise_corpus(sft_pool, ConstraintTeacher(), template, args.sft_min_margin,
+                                          render=_renderer(args, base))
+        if not rows:
+            raise ValueError(f"the judge's SFT corpus is empty: no pair of {len(sft_pool)} has a teacher margin > "
+                             f"{args.sft_min_margin} ({dict(manifest.dropped)}): raise pair_prompts or lower "
+                             "sft_min_margin")
+        kept = {r["pair_id"] for r in rows}
+        write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in sft_pool
+                                                                         if p.id in kept]})
+        clock.done("judge SFT corpus", started, f"{len(rows)} rows from {len(sft_pool)} pairs")
+    if not trained(out / "sft"):
+        started = time.time()
+        length = args.max_prompt_tokens + args.judge_max_new_tokens + 16
+        train_stage("sft", stage_args("sft", args.judge_sft_config, out, "--model_name_or_path", args.judge_base,
+                                      "--train_files", folder / "sft.jsonl", "--output_dir", out / "sft", "--seed",
+                                      args.seed, "--max_length", length))
+        clock.done("judge SFT", started)
+    final = out / "sft"
+    if args.judge_grpo_steps and rl_pool:
+        final = _judge_grpo(args, out, rl_pool, template, clock) or final
+    if not trained(out / "export"):
+        from patarm.export import export
+
+        export(final, out / "export", overwrite=True)
+        (out / "eval" / "judge_pairs.json").unlink(missing_ok=True)  # a new judge: its old accuracy is stale
+    bt = Path(args.bt_pairs_path())
+    if not bt.is_file():
+        seen = read_jsonl(folder / "pairs.jsonl") + [p.to_dict() for p in rl_pool]
+        write_pairs(seen, bt)
+    return judge_accuracy(args, out, dev, template, clock)
+
+
+def _judge_grpo(args: IFEvalArguments, out: Path, pool: list, template: Any, clock: Clock) -> Path | None:
+    """prep/rl/ (rejection sampling with the SFT judge) and grpo/; None when the RL set came out empty."""
+    from patarm.prep.corpus import rl_set
+
+    folder = out / "prep" / "rl"
+    render = _renderer(args, str(out / "sft"))
+    if not step_done(folder):
+        started = time.time()
+        sampler = _judge_backend(args, str(out / "sft"), 1.0, folder / "cache.sqlite")
+        kept, manifest = rl_set(pool, sampler, template, n=args.rl_rollouts, low=args.rl_keep[0],
+                                high=args.rl_keep[1], seed=args.seed, render=render)
+        sampler.cache.close()
+        write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
+        clock.done("judge RL set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")
+    if not read_jsonl(folder / "pairs.jsonl"):
+        logger.warning("the judge's RL set is empty (no pool pair in the kept band): the judge is the SFT one")
+        return None
+    if not trained(out / "grpo"):
+        started = time.time()
+        train_stage("grpo", stage_args("grpo", args.judge_grpo_config, out, "--model_name_or_path", out / "sft",
+                                       "--train_file", folder / "pairs.jsonl", "--output_dir", out / "grpo",
+                                       "--seed", args.seed, "--max_steps", args.judge_grpo_steps,
+                                       "--max_prompt_length", args.max_prompt_tokens,
+                                       "--max_completion_length", args.judge_max_new_tokens))
+        clock.done("judge GRPO-PAR", started)
+    return out / "grpo"
+
+
+def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, clock: Clock) -> dict[str, Any]:
+    """eval/judge_pairs.json: the exported judge's greedy scores of both sides of every dev pair; accuracy = the
+    chosen side scored strictly higher (a tie or an unreadable score is wrong), with its 95 % interval."""
+    from patarm.eval.stats import mean_ci
+    from patarm.judge import parse_judgment
+
+    path = out / "eval" / "judge_pairs.json"
+    if path.is_file():
+        return read_json(path)
+    if not dev:
+        return {}
+    started = time.time()
+    render = _renderer(args, str(out / "export"))
+    backend = _judge_backend(args, str(out / "export"), 0.0, out / "eval" / "judge_pairs.cache.sqlite")
+    prompts = [render(p, getattr(p, side), template) for p in dev for side in ("chosen", "rejected")]
+    texts = [t[0] for t in backend.generate(prompts, 1)]
+    backend.cache.close()
+    scores = [parse_judgment(t, template).score for t in texts]
+    right = [float(c is not None and r is not None and c > r) for c, r in zip(scores[::2], scores[1::2])]
+    result = {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
+              "format_valid": sum(s is not None for s in scores) / len(scores), "source": str(out / "prep" / "heldout"),
+              "model": str(out / "export")}
+    write_json(result, path)
+    clock.done("judge measured", started, f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} pairs")
+    return result
+

@@ -1,0 +1,123 @@
+"""The checker-backed teacher of the IFEval recipe's judge: a judgment written from the IFEval checkers' verdicts.
+
+The prompt's constraints are the primary rubric: `<eval>` has one line per constraint, in the prompt's order —
+the constraint (its registry id, without the group), the evidence the checker counts where a program can state
+it (`212 words; needs at least 300`, `3 commas`, `case: mixed`), and its strict verdict — then how many were
+followed; `<score>` (1-10) follows from that share alone: 1 + 9 × followed / constraints, rounded half up.
+The evidence comes first because a small judge learns a verdict it can derive from what it has just written
+(measured on this project's tiny judges: an `<eval>` without evidence taught one nothing).
+
+`ConstraintTeacher` is a backend (`kind: patarm.demo.ifeval.teacher:ConstraintTeacher`): it reads the pair and
+side of each prompt from `metadata`, as `patarm.prep.corpus` passes them; deterministic, so never cached.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from patarm.backends.base import BackendError, OnResult
+from patarm.data import PreferencePair
+from patarm.data.schema import Messages
+
+
+def score_of(n_followed: int, n_constraints: int) -> int:
+    """1 + 9 × the share followed, rounded half up: all → 10, none → 1, 1 of 2 → 6, 2 of 3 → 7."""
+    return int(1 + 9 * n_followed / n_constraints + 0.5)
+
+
+def _relation(kwargs: dict, count_key: str, relation_key: str = "relation") -> str:
+    return f"needs {kwargs.get(relation_key, '')} {kwargs.get(count_key, '')}".replace("  ", " ")
+
+
+def _case(text: str) -> str:
+    letters = [c for c in text if c.isalpha()]
+    if letters and all(c.islower() for c in letters):
+        return "case: lower"
+    if letters and all(c.isupper() for c in letters):
+        return "case: upper"
+    return "case: mixed"
+
+
+_PARAGRAPHS = re.compile(r"\s?\*\*\*\s?")
+_BULLETS = re.compile(r"^\s*[*-][^*].*$", re.M)
+_HIGHLIGHTS = re.compile(r"\*[^\n*]+\*")
+
+
+def _count_word(word: str, text: str) -> int:
+    return len(re.findall(r"\b" + re.escape(word) + r"\b", text, re.I))
+
+
+def evidence(iid: str, kwargs: dict[str, Any], response: str) -> str | None:
+    """What the checker of `iid` counts, stated for the judge to read (None for the yes/no checks: a title, a
+    postscript, JSON, ...). Close to the checker's own counting; the verdict is always the checker's."""
+    from if_verifiable.ifeval import instructions_util as util
+
+    k, r = kwargs, response
+    if iid == "length_constraints:number_words":
+        return f"{util.count_words(r)} words; " + _relation(k, "num_words")
+    if iid == "length_constraints:number_sentences":
+        return f"{util.count_sentences(r)} sentences; " + _relation(k, "num_sentences")
+    if iid == "length_constraints:number_paragraphs":
+        return f"{len(_PARAGRAPHS.split(r))} parts split by ***; needs {k.get('num_paragraphs')}"
+    if iid == "punctuation:no_comma":
+        return f"{r.count(',')} commas"
+    if iid in ("change_case:english_lowercase", "change_case:english_capital"):
+        return _case(r)
+    if iid == "keywords:letter_frequency":
+        letter = str(k.get("letter", "")).lower()
+        return f"letter {letter}: {r.lower().count(letter)} times; " + _relation(k, "let_frequency", "let_relation")
+    if iid == "keywords:frequency":
+        return f"{k.get('keyword')}: {_count_word(str(k.get('keyword')), r)} times; " + _relation(k, "frequency")
+    if iid == "keywords:existence":
+        return "missing: " + (", ".join(w for w in k.get("keywords", []) if not _count_word(w, r)) or "none")
+    if iid == "keywords:forbidden_words":
+        return "used: " + (", ".join(w for w in k.get("forbidden_words", []) if _count_word(w, r)) or "none")
+    if iid == "detectable_format:number_bullet_lists":
+        return f"{len(_BULLETS.findall(r))} bullets; needs {k.get('num_bullets')}"
+    if iid == "detectable_format:number_highlighted_sections":
+        return f"{len(_HIGHLIGHTS.findall(r))} highlights; needs at least {k.get('num_highlights')}"
+    return None
+
+
+def judgment_text(row: dict[str, Any], response: str) -> str:
+    """The teacher's judgment of `response` against the IFEval input `row`."""
+    from patarm.demo.ifeval.pairs import followed
+
+    verdicts = followed(row, response)
+    lines = []
+    for iid, kwargs, ok in zip(row["instruction_id_list"], row["kwargs"], verdicts):
+        stated = evidence(iid, kwargs or {}, response)
+        name = iid.split(":", 1)[1]
+        lines.append(f"{name} :: {stated} :: {'pass' if ok else 'fail'}" if stated else
+                     f"{name} :: {'pass' if ok else 'fail'}")
+    n = sum(verdicts)
+    lines.append(f"followed :: {n} of {len(verdicts)}")
+    return "<eval>\n" + "\n".join(lines) + f"\n</eval>\n<score>{score_of(n, len(verdicts))}</score>"
+
+
+class ConstraintTeacher:
+    """Pointwise judgments of responses to verifiable prompts from the IFEval checkers."""
+
+    model_id = "ifeval-checker-teacher(if-verifiable strict)"
+
+    def sampling(self) -> dict[str, Any]:
+        return {"scale": "1 + 9 x share of constraints followed (strict)"}
+
+    def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
+                 metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
+        if metadata is None or len(metadata) != len(prompts):
+            raise BackendError("ConstraintTeacher needs metadata: one {'pair', 'side'} per prompt "
+                               "(patarm.prep.corpus passes it)")
+        out = []
+        for i, meta in enumerate(metadata):
+            pair, side = meta.get("pair"), meta.get("side")
+            if isinstance(pair, dict):
+                pair = PreferencePair.from_dict(pair)
+            if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") \
+                    or "ifeval" not in pair.metadata:
+                raise BackendError(f"ConstraintTeacher: metadata[{i}] needs a pair with metadata['ifeval'] (an IFEval "
+                                   "input row) and a side; build pairs with patarm.demo.ifeval.pairs.label_pairs")
+            out.append([judgment_text(pair.metadata["ifeval"], getattr(pair, side))] * num_samples)
+        return out
