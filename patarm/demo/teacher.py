@@ -32,6 +32,24 @@ def _pair(meta: dict[str, Any], index: int) -> PreferencePair:
     return pair
 
 
+def pair_sides(metadata: Sequence[dict] | None, n: int, name: str, key: str, what: str,
+               build: str) -> list[tuple[PreferencePair, str]]:
+    """(pair, side) per prompt from the metadata `patarm.prep.corpus` passes to a teacher backend; each pair must
+    carry `metadata[key]`. Errors name the teacher, the prompt index, what is missing and how to build such pairs."""
+    if metadata is None or len(metadata) != n:
+        raise BackendError(f"{name} needs metadata: one {{'pair', 'side'}} per prompt (patarm.prep.corpus passes it)")
+    out = []
+    for i, meta in enumerate(metadata):
+        pair, side = meta.get("pair"), meta.get("side")
+        if isinstance(pair, dict):
+            pair = PreferencePair.from_dict(pair)
+        if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") or key not in pair.metadata:
+            raise BackendError(f"{name}: metadata[{i}] needs {what} (with metadata[{key!r}]) and a side; build pairs "
+                               f"with {build}")
+        out.append((pair, side))
+    return out
+
+
 class RuleTeacher:
     """Judgments from `patarm.synthetic.check`; wrong with probability `error_rate` per sample."""
 

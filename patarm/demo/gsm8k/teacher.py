@@ -54,19 +54,9 @@ def verify(question: str, response: str, reference: str) -> tuple[str, bool]:
 
 def _pair_side(metadata: Sequence[dict] | None, n: int, name: str) -> list[tuple[PreferencePair, str]]:
     """(pair, side) per prompt from the metadata `patarm.prep.corpus` passes; errors name what is missing."""
-    if metadata is None or len(metadata) != n:
-        raise BackendError(f"{name} needs metadata: one {{'pair', 'side'}} per prompt (patarm.prep.corpus passes it)")
-    out = []
-    for i, meta in enumerate(metadata):
-        pair, side = meta.get("pair"), meta.get("side")
-        if isinstance(pair, dict):
-            pair = PreferencePair.from_dict(pair)
-        if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") \
-                or "reference" not in pair.metadata:
-            raise BackendError(f"{name}: metadata[{i}] needs a GSM8K pair (with metadata['reference']) and a side; "
-                               "build pairs with patarm.demo.gsm8k.data.make_pairs")
-        out.append((pair, side))
-    return out
+    from patarm.demo.teacher import pair_sides
+
+    return pair_sides(metadata, n, name, "reference", "a GSM8K pair", "patarm.demo.gsm8k.data.make_pairs")
 
 
 class VerifierTeacher:

@@ -17,8 +17,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from patarm.backends.base import BackendError, OnResult
-from patarm.data import PreferencePair
+from patarm.backends.base import OnResult
 from patarm.data.schema import Messages
 
 
@@ -107,17 +106,8 @@ class ConstraintTeacher:
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
                  metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
-        if metadata is None or len(metadata) != len(prompts):
-            raise BackendError("ConstraintTeacher needs metadata: one {'pair', 'side'} per prompt "
-                               "(patarm.prep.corpus passes it)")
-        out = []
-        for i, meta in enumerate(metadata):
-            pair, side = meta.get("pair"), meta.get("side")
-            if isinstance(pair, dict):
-                pair = PreferencePair.from_dict(pair)
-            if not isinstance(pair, PreferencePair) or side not in ("chosen", "rejected") \
-                    or "ifeval" not in pair.metadata:
-                raise BackendError(f"ConstraintTeacher: metadata[{i}] needs a pair with metadata['ifeval'] (an IFEval "
-                                   "input row) and a side; build pairs with patarm.demo.ifeval.pairs.label_pairs")
-            out.append([judgment_text(pair.metadata["ifeval"], getattr(pair, side))] * num_samples)
-        return out
+        from patarm.demo.teacher import pair_sides
+
+        sides = pair_sides(metadata, len(prompts), "ConstraintTeacher", "ifeval", "a pair of IFEval input rows",
+                           "patarm.demo.ifeval.pairs.label_pairs")
+        return [[judgment_text(pair.metadata["ifeval"], getattr(pair, side))] * num_samples for pair, side in sides]
