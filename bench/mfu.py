@@ -16,8 +16,9 @@ gives: SmolLM2-135M-Instruct (spec `smollm2`) on the GSM8K skill recipe's rows a
    forward, backward, optimizer and reward; baseline, fast, each switch flipped; grpo_speedup = baseline / fast.
 4. Held-out judging as the recipe evaluates (bf16 weights, batch 32, greedy, 96 new tokens, 4 candidates per
    problem): plain length-sorted batches against shared-prefix batches (`share_prefixes`, one prefill per prefix
-   that a problem's candidates share); judge_speedup = plain / shared seconds, judge_prefill_ratio = the prefill
-   positions (padding included) shared / plain.
+   that a problem's candidates share), and shared with rows that ended leaving the batch every 16 tokens
+   (`drop_finished_every`); judge_speedup = plain / (shared + dropped) seconds, judge_drop_speedup = shared /
+   (shared + dropped), judge_prefill_ratio = the prefill positions (padding included) shared / plain.
 5. Rollouts of one prompt (G = 8 × 48 tokens, sampled at temperature 1) as GRPO generates them, against llama.cpp
    (llama-cpp-python, `pip install "patarm[bench]"`) on the same GGUF, threads, prompt and token count:
    gen_vs_llamacpp = this project's tokens/s / llama.cpp's.
@@ -274,6 +275,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="baseline and fast mode only (no leave-one-out)")
     parser.add_argument("--skip", nargs="*", default=[], choices=["gemm", "sft", "grpo", "gen", "judge"])
     parser.add_argument("--judge_problems", type=int, default=16, help="held-out problems judged (4 candidates each)")
+    parser.add_argument("--judge_batch", type=int, default=32, help="rows per judging batch (the recipe's 32)")
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall",
                         help="wall seconds (the figures), or this process's CPU seconds (a rough reading while other "
                              "jobs run; with --threads 1)")
@@ -325,12 +327,13 @@ def main() -> None:
     judged = None
     if "judge" not in ns.skip:
         judged = judging(ns, now)
-        plain, share = judged["plain"], judged["share"]
-        same = sum(a == b for a, b in zip(plain["texts"], share["texts"]))
-        print(f"judge {judged['prompts']} held-out prompts (bf16 weights, batch 32, {EVAL_TOKENS} new tokens): plain "
-              f"{plain['seconds']:.1f} s ({plain['prefill_tokens']} prefill positions), shared prefixes "
-              f"{share['seconds']:.1f} s ({share['prefill_tokens']}); same texts {same}/{judged['prompts']}",
-              flush=True)
+        plain, share, drop = judged["plain"], judged["share"], judged["drop"]
+        same = [sum(a == b for a, b in zip(plain["texts"], m["texts"])) for m in (share, drop)]
+        print(f"judge {judged['prompts']} held-out prompts (bf16 weights, batch {judged['batch']}, {EVAL_TOKENS} new "
+              f"tokens): plain {plain['seconds']:.1f} s ({plain['prefill_tokens']} prefill positions), shared "
+              f"prefixes {share['seconds']:.1f} s ({share['prefill_tokens']}), + ended rows dropped every 16 tokens "
+              f"{drop['seconds']:.1f} s; new tokens {plain['new_tokens']} / {share['new_tokens']} / "
+              f"{drop['new_tokens']}; same texts as plain {same[0]} / {same[1]} of {judged['prompts']}", flush=True)
     print(f"load average at the end: {os.getloadavg()[0]:.2f}")
     print(f"gemm_peak_bf16_tflops={peak['bf16']:.3f}")
     if "sft fast" in results:
@@ -344,7 +347,8 @@ def main() -> None:
         print(f"gen_vs_llamacpp={gen['autocast'] / gen['llama.cpp']:.2f}")
     if judged:
         print(f"judge_prefill_ratio={judged['share']['prefill_tokens'] / judged['plain']['prefill_tokens']:.2f}")
-        print(f"judge_speedup={judged['plain']['seconds'] / judged['share']['seconds']:.2f}")
+        print(f"judge_drop_speedup={judged['share']['seconds'] / judged['drop']['seconds']:.2f}")
+        print(f"judge_speedup={judged['plain']['seconds'] / judged['drop']['seconds']:.2f}")
 
 
 if __name__ == "__main__":

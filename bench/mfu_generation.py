@@ -47,9 +47,10 @@ def generation(pairs, render, ns, now) -> dict:
 
 
 def judging(ns, now) -> dict:
-    """Held-out judging as the recipe's evaluation runs it (bf16 weights, batch 32, greedy, the reference arm's
-    prompts cut to 320 tokens, every candidate of a problem): plain batches sorted by length against prompts that
-    start alike prefilled once (`share_prefixes`, the default now); the same texts (up to rounding) either way."""
+    """Held-out judging as the recipe's evaluation runs it (bf16 weights, greedy, the reference arm's prompts cut to
+    320 tokens, every candidate of a problem), batch `--judge_batch`: plain batches sorted by length; prompts that
+    start alike prefilled once (`share_prefixes`); and that with rows that ended leaving their batch every 16 tokens
+    (`drop_finished_every`, the CPU default now). The same texts (up to rounding) every way."""
     from patarm.backends import GenerationOptions
     from patarm.backends.hf import HFBackend
     from patarm.backends.prefix import padded_prefill, plan_batches
@@ -60,16 +61,17 @@ def judging(ns, now) -> dict:
     model, tok = load_causal_lm("smollm2", dtype="bfloat16")
     model.eval()
     prompts = fitted_prompts(heldout[:ns.judge_problems], True, "gsm8k-judge-graded", tok, PROMPT_TOKENS)
-    out: dict = {"prompts": len(prompts)}
-    for share in (False, True):
-        backend = HFBackend(model, tok, GenerationOptions(max_new_tokens=EVAL_TOKENS, batch_size=32,
-                                                          share_prefixes=share))
+    out: dict = {"prompts": len(prompts), "batch": ns.judge_batch}
+    for mode, share, drop in (("plain", False, 0), ("share", True, 0), ("drop", True, 16)):
+        backend = HFBackend(model, tok, GenerationOptions(max_new_tokens=EVAL_TOKENS, batch_size=ns.judge_batch,
+                                                          share_prefixes=share, drop_finished_every=drop))
         tokens = tok([backend.render(p) for p in prompts], add_special_tokens=False)["input_ids"]
-        prefill = sum(padded_prefill(tokens, batch) for batch in plan_batches(tokens, 32, share=share))
+        prefill = sum(padded_prefill(tokens, batch) for batch in plan_batches(tokens, ns.judge_batch, share=share))
         backend.generate(prompts[:4])  # warm-up
         t = now()
         texts = backend.generate(prompts)
-        out["share" if share else "plain"] = {"seconds": now() - t, "prefill_tokens": prefill, "texts": texts}
+        out[mode] = {"seconds": now() - t, "prefill_tokens": prefill, "texts": texts,
+                     "new_tokens": sum(len(tok(t[0], add_special_tokens=False)["input_ids"]) for t in texts)}
     return out
 
 

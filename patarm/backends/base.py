@@ -42,6 +42,10 @@ class GenerationOptions:
     # local models: prefill a prefix that several prompts of a batch share once (n samples of one prompt, one
     # question's candidates); like batch_size, not a sampling setting (greedy texts equal up to rounding)
     share_prefixes: bool = True
+    # local models: every this many new tokens, rows that have ended leave their batch, so a batch stops decoding
+    # rows that are done (0: never). None: 16 on a CPU, 0 elsewhere (each pause restarts `generate`). Like
+    # batch_size, not a sampling setting: greedy texts equal up to rounding.
+    drop_finished_every: int | None = None
     # prompt tokens a judge is given (prompts are fitted by patarm.judge.truncate.PromptFitter); None: the
     # model's window less max_new_tokens. Not a sampling setting: a fitted prompt is a different prompt.
     max_prompt_tokens: int | None = None

@@ -61,10 +61,13 @@ class HFBackend:
         opts = self.options
         sample = opts.temperature > 0
         job_tokens = [tokens[i] for i, _ in jobs]
+        drop = opts.drop_finished_every
+        drop = (16 if self.model.device.type == "cpu" else 0) if drop is None else drop
         for batch in plan_batches(job_tokens, opts.batch_size, share=opts.share_prefixes):
             with torch.no_grad():
                 rows, new = generate_batch(
-                    self.model, job_tokens, batch, self.tokenizer.pad_token_id, max_new_tokens=opts.max_new_tokens,
+                    self.model, job_tokens, batch, self.tokenizer.pad_token_id, drop_every=drop,
+                    max_new_tokens=opts.max_new_tokens,
                     do_sample=sample, temperature=opts.temperature if sample else None,
                     top_p=opts.top_p if sample else None, top_k=None,
                 )

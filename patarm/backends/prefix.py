@@ -129,8 +129,10 @@ def _left_pad(rows: list[Sequence[int]], pad_id: int, width: int) -> tuple[Any, 
 
 
 def generate_batch(model: Any, tokens: Sequence[Sequence[int]], batch: list[Segment], pad_id: int,
-                   **generate_kwargs: Any) -> tuple[list[int], Any]:
-    """Generate for the rows of one planned batch; returns (row indices, new tokens [rows, new]) in that order."""
+                   drop_every: int = 0, **generate_kwargs: Any) -> tuple[list[int], Any]:
+    """Generate for the rows of one planned batch; returns (row indices, new tokens [rows, new]) in that order.
+    With `drop_every` = k > 0, decoding pauses every k new tokens and rows that have ended leave the batch (their
+    KV cache rows dropped, `Cache.reorder_cache`), so a batch no longer decodes every row until its longest ends."""
     import torch
     from transformers import DynamicCache
 
@@ -138,24 +140,60 @@ def generate_batch(model: Any, tokens: Sequence[Sequence[int]], batch: list[Segm
     device = model.device
     width = max(len(tokens[r]) for r in rows)
     prefixes = _prefixes(tokens, batch)
+    name = cache_argument(model)
     if prefixes is None:  # plain left-padded batch
         ids, mask = _left_pad([tokens[r] for r in rows], pad_id, width)
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), pad_token_id=pad_id,
-                             **generate_kwargs)
-        return rows, out[:, width:]
-    heads = [list(tokens[seg.rows[0]][:p]) for seg, p in zip(batch, prefixes)]
-    head_ids, head_mask = _left_pad(heads, pad_id, max(len(h) for h in heads) or 1)
-    owner = torch.tensor([k for k, seg in enumerate(batch) for _ in seg.rows], dtype=torch.long, device=device)
-    tails = [list(tokens[r][p:]) for seg, p in zip(batch, prefixes) for r in seg.rows]
-    tail_ids, tail_mask = _left_pad(tails, pad_id, max(len(t) for t in tails))
-    cache, name = DynamicCache(config=model.config), cache_argument(model)
-    head_ids, head_mask = head_ids.to(device), head_mask.to(device)
-    with torch.no_grad():
-        # positions as `generate` gives left-padded rows, so the cached keys line up with the suffix and the decode
-        model(input_ids=head_ids, attention_mask=head_mask, position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0),
-              use_cache=True, **{name: cache})
-    cache.reorder_cache(owner)  # every row continues from its segment's prefill
-    ids = torch.cat([head_ids[owner], tail_ids.to(device)], dim=1)
-    mask = torch.cat([head_mask[owner], tail_mask.to(device)], dim=1)
-    out = model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad_id, **{name: cache}, **generate_kwargs)
-    return rows, out[:, ids.size(1):]
+        ids, mask, cache = ids.to(device), mask.to(device), None
+    else:
+        heads = [list(tokens[seg.rows[0]][:p]) for seg, p in zip(batch, prefixes)]
+        head_ids, head_mask = _left_pad(heads, pad_id, max(len(h) for h in heads) or 1)
+        owner = torch.tensor([k for k, seg in enumerate(batch) for _ in seg.rows], dtype=torch.long, device=device)
+        tails = [list(tokens[r][p:]) for seg, p in zip(batch, prefixes) for r in seg.rows]
+        tail_ids, tail_mask = _left_pad(tails, pad_id, max(len(t) for t in tails))
+        cache = DynamicCache(config=model.config)
+        head_ids, head_mask = head_ids.to(device), head_mask.to(device)
+        with torch.no_grad():
+            # positions as `generate` gives left-padded rows, so the cached keys line up with the suffix and decode
+            model(input_ids=head_ids, attention_mask=head_mask,
+                  position_ids=(head_mask.cumsum(-1) - 1).clamp(min=0), use_cache=True, **{name: cache})
+        cache.reorder_cache(owner)  # every row continues from its segment's prefill
+        ids = torch.cat([head_ids[owner], tail_ids.to(device)], dim=1)
+        mask = torch.cat([head_mask[owner], tail_mask.to(device)], dim=1)
+    return rows, _decode(model, ids, mask, cache, pad_id, drop_every, name, generate_kwargs)
+
+
+def _stop_ids(model: Any, generate_kwargs: dict) -> set[int]:
+    eos = generate_kwargs.get("eos_token_id", model.generation_config.eos_token_id)
+    return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+
+
+def _decode(model: Any, ids: Any, mask: Any, cache: Any, pad_id: int, drop_every: int, name: str,
+            generate_kwargs: dict) -> Any:
+    """`generate` from (ids, mask[, a KV cache of all but the prompts' last tokens]); the new tokens [rows, new],
+    right-padded with `pad_id` where a row ended early. Rows that ended leave the batch every `drop_every` tokens."""
+    import torch
+
+    total = generate_kwargs.pop("max_new_tokens")
+    step = drop_every if 0 < drop_every < total else total
+    stop = _stop_ids(model, generate_kwargs)
+    live = torch.arange(ids.size(0), device=ids.device)  # the batch rows still decoding
+    new = torch.full((ids.size(0), total), pad_id, dtype=torch.long, device=ids.device)
+    made = 0
+    while made < total and live.numel():
+        chunk = min(step, total - made)
+        extra = {name: cache} if cache is not None else {}
+        out = model.generate(input_ids=ids, attention_mask=mask, pad_token_id=pad_id, max_new_tokens=chunk,
+                             return_dict_in_generate=True, **extra, **generate_kwargs)
+        got = out.sequences[:, ids.size(1):]
+        new[live, made:made + got.size(1)] = got
+        made += got.size(1)
+        if got.size(1) < chunk:  # every row ended within the chunk
+            break
+        ended = torch.isin(got, torch.tensor(sorted(stop), device=got.device)).any(-1) if stop else None
+        keep = torch.arange(got.size(0), device=got.device) if ended is None else (~ended).nonzero().squeeze(-1)
+        cache = getattr(out, "cache", None) or out.past_key_values
+        if keep.numel() < got.size(0):
+            cache.reorder_cache(keep)
+        live, ids = live[keep], out.sequences[keep]
+        mask = torch.cat([mask[keep], torch.ones_like(got[keep])], dim=1)
+    return new[:, :made]

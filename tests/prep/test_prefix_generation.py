@@ -7,7 +7,7 @@ import pytest
 
 from patarm.backends import GenerationOptions
 from patarm.backends.hf import HFBackend
-from patarm.backends.prefix import plan_batches, plan_segments
+from patarm.backends.prefix import generate_batch, plan_batches, plan_segments
 
 SYSTEM = "you judge responses to questions carefully and give a score from one to ten at the end"
 
@@ -80,6 +80,34 @@ def test_shared_prefix_texts_equal_plain_batched_generation(tiny, batch_size):
     tokens = tokenizer([HFBackend(model, tokenizer).render(p) for p in prompts], add_special_tokens=False)
     segments = plan_segments(tokens["input_ids"] * 2, max_rows=batch_size)
     assert sum((len(s.rows) - 1) * s.prefix for s in segments) > 0  # the shared path did run
+
+
+@pytest.mark.parametrize("share", [False, True])
+def test_rows_that_ended_leave_the_batch_and_the_texts_stay(tiny, share):
+    import collections
+
+    import torch
+
+    model, tokenizer = tiny
+    backend = HFBackend(model.eval(), tokenizer, model_id="tiny")
+    tokens = tokenizer([backend.render(p) for p in _prompts()], add_special_tokens=False)["input_ids"]
+    (batch,) = plan_batches(tokens, batch_size=16, share=share)
+    pad = tokenizer.pad_token_id
+
+    def run(drop_every, eos):
+        with torch.no_grad():
+            rows, new = generate_batch(model, tokens, batch, pad, drop_every=drop_every, max_new_tokens=10,
+                                       do_sample=False, eos_token_id=eos)
+        return {r: [t for t in row if t != pad] for r, row in zip(rows, new.tolist())}
+
+    free = run(0, [])  # no stop token: every row runs to the limit
+    counts = collections.Counter(t for row in free.values() for t in row[1:6])
+    eos = next(t for t, _ in counts.most_common() if t != pad)  # a token some rows reach early, some never
+    plain = run(0, [eos])
+    ended = {r for r, row in plain.items() if len(row) < 10}
+    assert 0 < len(ended) < len(plain) and min(len(row) for row in plain.values()) <= 6
+    assert run(2, [eos]) == plain  # dropped every 2 tokens: the same tokens for every row
+    assert run(3, [eos]) == plain
 
 
 def test_the_cpu_decode_attention_equals_transformers_sdpa():
