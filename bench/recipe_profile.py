@@ -117,6 +117,7 @@ def main() -> None:
         ns.peak_tflops = gemm_section(2400, model)["bf16"]
     peak = ns.peak_tflops * 1e12
     wall = floor = 0.0
+    timed: set[str] = set()
     print(f"bf16 GEMM peak {ns.peak_tflops:.3f} TFLOP/s; P = {P / 1e6:.1f}M, LM head {H / 1e6:.1f}M")
     print(f"{'stage':<26}{'wall s':>9}{'TFLOP':>9}{'TFLOP/s':>9}{'of peak':>9}{'floor s':>9}")
     for arm in args.arms:
@@ -127,9 +128,10 @@ def main() -> None:
             if not seconds:
                 continue
             wall, floor = wall + seconds, floor + flops / peak
+            timed.add(arm)
             print(f"{arm + '/' + stage:<26}{seconds:>9.1f}{flops / 1e12:>9.1f}{flops / seconds / 1e12:>9.3f}"
                   f"{flops / seconds / peak:>9.2f}{flops / peak:>9.1f}")
-    arms = len([a for a in args.arms if (out / a).is_dir()])
+    arms = len(timed)
     print(f"recipe_wall_s={wall:.0f}")
     print(f"recipe_floor_s={floor:.0f}")
     print(f"recipe_mfu={floor / wall:.2f}")
