@@ -270,3 +270,24 @@ def test_save_load_round_trip(tmp_path, judge):
 
     # a different seed than the shared fixture gives different weights
     assert not torch.equal(model.model.embed_tokens.weight, judge[0].model.embed_tokens.weight)
+
+
+# ---------------------------------------------------------------------------------------------------- case marker
+
+
+def test_split_capitals_makes_every_capital_its_own_token(tmp_path):
+    texts = TEXTS + [t.upper() for t in TEXTS[:40]] + [t.capitalize() for t in TEXTS[40:80]]
+    split, plain = build_tokenizer(texts, split_capitals=True), build_tokenizer(texts)
+    for text in ["a boat wanders Brightly", "THE RESPONSE SCORE", "Judge: Ok", *UNICODE_SAMPLES]:
+        ids = split(text, add_special_tokens=False)["input_ids"]
+        assert split.decode(ids) == text  # lossless
+        pieces = [split.decode([i]) for i in ids]
+        capitals = [c for c in text if c.isascii() and c.isupper()]
+        assert [p.strip() for p in pieces if any(c.isascii() and c.isupper() for c in p)] == capitals
+    assert "RESPONSE" in [plain.decode([i]).strip() for i in plain("THE RESPONSE")["input_ids"]]  # merged without it
+    split.save_pretrained(tmp_path)
+    from transformers import AutoTokenizer
+
+    again = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
+    assert again("Brightly THE")["input_ids"] == split("Brightly THE")["input_ids"]
+    test_trl_training_template_assistant_mask(split)  # TRL's assistant-only mask holds

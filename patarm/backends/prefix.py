@@ -13,6 +13,10 @@ Rows are padded on the left within each part; the attention mask covers both gap
 mask (`cumsum − 1`) as `generate` computes them for left-padded rows, so every row sees its own prompt at its
 own positions. Greedy texts equal plain batched generation's up to floating-point rounding (the sums run in
 another order); sampled texts are another seeded draw.
+
+With `drop_every` = k, `generate` pauses every k new tokens and the rows that have ended leave the batch (their
+KV-cache rows dropped), so a batch stops decoding rows that are done instead of running every row until its
+longest ends; the rest continue from the cache `generate` returned.
 """
 
 from __future__ import annotations
@@ -173,7 +177,7 @@ def _decode(model: Any, ids: Any, mask: Any, cache: Any, pad_id: int, drop_every
     right-padded with `pad_id` where a row ended early. Rows that ended leave the batch every `drop_every` tokens."""
     import torch
 
-    total = generate_kwargs.pop("max_new_tokens")
+    total = generate_kwargs.pop("max_new_tokens", None) or model.generation_config.max_new_tokens or 20
     step = drop_every if 0 < drop_every < total else total
     stop = _stop_ids(model, generate_kwargs)
     live = torch.arange(ids.size(0), device=ids.device)  # the batch rows still decoding

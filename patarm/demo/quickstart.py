@@ -48,6 +48,9 @@ class Sizes:
     # for the other instruction — so the judge must read the instruction. The other kinds in
     # patarm.synthetic (letters, counts, first/last word) need far more training than a CPU demo has.
     kinds: tuple[str, ...] = ("lowercase", "uppercase")
+    # Every capital letter a token of its own (patarm.models.tiny.build_tokenizer), so case is a property of 52
+    # frequent tokens the judge sees everywhere rather than of many rare capitalised BPE pieces.
+    split_capitals: bool = True
 
     @classmethod
     def small(cls) -> Sizes:
@@ -84,6 +87,7 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
         out / "base",
         vocab_size=1024,
         seed=seed,
+        split_capitals=sizes.split_capitals,
         hidden_size=sizes.hidden,
         num_layers=sizes.layers,
         num_heads=4,

@@ -22,7 +22,7 @@ from importlib import resources
 from pathlib import Path
 
 import torch
-from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
@@ -98,12 +98,18 @@ def build_tokenizer(
     vocab_size: int = 1024,
     extra_tokens: Sequence[str] = DEFAULT_SPECIAL_TAGS,
     padding_side: str = "left",
+    split_capitals: bool = False,
 ) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE on ``texts`` and wrap it as a Qwen3-style fast tokenizer.
 
     ``vocab_size`` is the size of the trained BPE vocabulary including the three Qwen3 special tokens and the 256
     byte symbols; ``extra_tokens`` are added on top as non-special added tokens (one token each, kept on decode),
     so ``len(tokenizer) == vocab_size + len(extra_tokens)`` when the corpus is large enough to fill the vocabulary.
+
+    ``split_capitals`` makes every capital letter a token of its own (with the space before it, if any: `` B``
+    ``rightly``, `` S`` ``L`` ``O`` ``W``), never merged into a word piece: whether a text has a capital, or a word
+    in lower case among capitals, is then a property of 52 frequent tokens rather than of many rare capitalised
+    BPE pieces. Decoding is unchanged (lossless).
     """
     texts = [t for t in texts if isinstance(t, str)]
     extra_tokens = [t for t in dict.fromkeys(extra_tokens) if t not in QWEN3_SPECIAL_TOKENS]
@@ -114,6 +120,9 @@ def build_tokenizer(
     tok = Tokenizer(models.BPE())  # no unk token: the byte-level alphabet covers any text
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
+    if split_capitals:
+        tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(" ?[A-Z]"), behavior="isolated"),
+                                                     tok.pre_tokenizer])
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=2,
@@ -193,10 +202,12 @@ def build_tiny_judge(
     *,
     vocab_size: int = 1024,
     seed: int = 0,
+    split_capitals: bool = False,
     **model_kwargs,
 ):
-    """Build a tokenizer trained on ``texts`` and a tiny Qwen3 for it; save both to ``out_dir`` if given."""
-    tokenizer = build_tokenizer(texts, vocab_size=vocab_size)
+    """Build a tokenizer trained on ``texts`` (``split_capitals``: see :func:`build_tokenizer`) and a tiny Qwen3 for
+    it; save both to ``out_dir`` if given."""
+    tokenizer = build_tokenizer(list(texts), vocab_size=vocab_size, split_capitals=split_capitals)
     model = build_tiny_qwen3(tokenizer, seed=seed, **model_kwargs)
     if out_dir is not None:
         out = Path(out_dir)
