@@ -103,6 +103,10 @@ def main() -> None:
 
     args = parse_args(rest)
     out = Path(args.run_dir)
+    if not (out / "timings.json").is_file():
+        parser.exit(2, f"recipe_profile: {out / 'timings.json'} does not exist. Give --run_dir a folder written by "
+                       "`patarm quickstart --recipe gsm8k-skill` (with the same --config and sizes), or "
+                       "{run_dir}/seed-<s> for a --seeds run.\n")
     timings = read_json(out / "timings.json")
     problems, _ = gsm8k_data.load_problems(args.data_dir)
     split_seed = args.seed if args.split_seed is None else args.split_seed

@@ -179,7 +179,8 @@ def _decode(model: Any, ids: Any, mask: Any, cache: Any, pad_id: int, drop_every
 
     total = generate_kwargs.pop("max_new_tokens", None) or model.generation_config.max_new_tokens or 20
     step = drop_every if 0 < drop_every < total else total
-    stop = _stop_ids(model, generate_kwargs)
+    stop_ids = sorted(_stop_ids(model, generate_kwargs))
+    stop = torch.tensor(stop_ids, dtype=torch.long, device=ids.device) if stop_ids else None
     live = torch.arange(ids.size(0), device=ids.device)  # the batch rows still decoding
     new = torch.full((ids.size(0), total), pad_id, dtype=torch.long, device=ids.device)
     made = 0
@@ -193,8 +194,8 @@ def _decode(model: Any, ids: Any, mask: Any, cache: Any, pad_id: int, drop_every
         made += got.size(1)
         if got.size(1) < chunk:  # every row ended within the chunk
             break
-        ended = torch.isin(got, torch.tensor(sorted(stop), device=got.device)).any(-1) if stop else None
-        keep = torch.arange(got.size(0), device=got.device) if ended is None else (~ended).nonzero().squeeze(-1)
+        ended = torch.isin(got, stop).any(-1) if stop is not None else torch.zeros_like(got[:, 0], dtype=torch.bool)
+        keep = (~ended).nonzero().squeeze(-1)
         cache = getattr(out, "cache", None) or out.past_key_values
         if keep.numel() < got.size(0):
             cache.reorder_cache(keep)
