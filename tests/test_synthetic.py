@@ -67,6 +67,21 @@ def test_kinds_balanced_and_selectable(pairs):
         make_pairs(3, kinds=["nope"])
 
 
+def test_whole_share_sets_how_often_a_case_pair_is_rejected_wholly_in_the_other_case():
+    def whole_rate(share: float) -> float:
+        case = make_pairs(400, seed=2, kinds=("lowercase", "uppercase"), whole_share=share)
+        assert all(check(constraint_of(p), p.chosen).passed and not check(constraint_of(p), p.rejected).passed
+                   for p in case)
+        return sum(p.rejected in (p.chosen.upper(), p.chosen.lower()) for p in case) / len(case)
+
+    assert whole_rate(0.0) == 0.0 and whole_rate(1.0) == 1.0
+    assert 0.4 < whole_rate(0.5) < 0.6 and 0.05 < whole_rate(0.1) < 0.16
+    default = make_pairs(50, seed=2)
+    assert [p.to_dict() for p in make_pairs(50, seed=2, whole_share=0.5)] == [p.to_dict() for p in default]
+    with pytest.raises(ValueError, match="whole_share"):
+        make_pairs(3, whole_share=1.5)
+
+
 def test_rejected_is_a_minimal_violation(pairs):
     for p in pairs:
         c, ch, rj = constraint_of(p), p.chosen.split(), p.rejected.split()

@@ -8,7 +8,7 @@ The run folder has the layout every recipe uses: `prep/{pointwise,rl,heldout}/`,
 `export/`; the SFT and GRPO stages are configured by `patarm/demo/configs/{sft,grpo}.yaml` and find their
 inputs there by name. The task (`patarm.demo.synthetic`): each prompt asks for a short text under a case
 instruction; the rejected response breaks it minimally, so the judge must read the response against
-the instruction. Everything is seeded.
+the instruction. The SFT pairs lean on the hard rejections (`Sizes.sft_whole_share`). Everything is seeded.
 """
 
 from __future__ import annotations
@@ -51,6 +51,13 @@ class Sizes:
     # Every capital letter a token of its own (patarm.models.tiny.build_tokenizer), so case is a property of 52
     # frequent tokens the judge sees everywhere rather than of many rare capitalised BPE pieces.
     split_capitals: bool = True
+    # The SFT pairs' share of case pairs whose rejected response is wholly in the other case (the held-out and RL
+    # pairs keep the task's 0.5). The one-word rejection in an all-caps response is the case a judge learns last:
+    # with the task's mix, SFT left 32 / 43 / 57 of them missed on seeds 0 / 1 / 3 (held-out 0.840 / 0.780 /
+    # 0.710); with 0.25 seed 3 still missed 30 / 57, with 0.1 it missed 2 (0.990). 5 seeds x 3 kernel settings
+    # (docs/results.md): after SFT mean 0.956, min 0.775, 3 of 15 cells below 0.95 (with the task's mix: 0.842,
+    # 0.705, 10 of 15).
+    sft_whole_share: float = 0.1
 
     @classmethod
     def small(cls) -> Sizes:
@@ -70,8 +77,9 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     clock = Clock(out)
     pairs = make_pairs(sizes.sft_pairs + sizes.rl_pool + sizes.heldout, seed=seed, kinds=sizes.kinds)
-    sft_pairs, rl_pool = pairs[:sizes.sft_pairs], pairs[sizes.sft_pairs:sizes.sft_pairs + sizes.rl_pool]
-    heldout = pairs[sizes.sft_pairs + sizes.rl_pool:]
+    rl_pool, heldout = pairs[sizes.sft_pairs:sizes.sft_pairs + sizes.rl_pool], pairs[sizes.sft_pairs + sizes.rl_pool:]
+    # the same seed and ids as the task's first sft_pairs pairs (which are not used), with the SFT mix
+    sft_pairs = make_pairs(sizes.sft_pairs, seed=seed, kinds=sizes.kinds, whole_share=sizes.sft_whole_share)
     write_pairs(heldout, out / "prep" / "heldout" / "pairs.jsonl")
     clock.done("task", note=f"{len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs")
 

@@ -187,13 +187,13 @@ def _core(rng: random.Random, topic: str, n: int, e_free: str | bool | None, ope
     return out + [(topic, "topic"), (rng.choice(_pool("verb", e_free)), "verb")]
 
 
-def _make_one(rng: random.Random, kind: str) -> tuple[Constraint, str, str, str]:
+def _make_one(rng: random.Random, kind: str, whole_share: float = 0.5) -> tuple[Constraint, str, str, str]:
     """One (constraint, topic, chosen, rejected) for `kind`, all drawn from `rng`.
 
     The rejected response is the chosen one with the least change that breaks the constraint (one
     word swapped or re-cased; for word_count the same head with a tail 1-2 words longer or shorter);
-    for the case kinds it is half the time written wholly in the other case, so only a judge that
-    reads the instruction can tell which side is right.
+    for the case kinds it is written wholly in the other case with probability `whole_share`, so only a
+    judge that reads the instruction can tell which side is right.
     """
     value = rng.choice(AVOIDABLE_LETTERS) if kind == "avoid_letter" else None
     avoid = "e" if kind == "no_letter_e" else value
@@ -226,7 +226,7 @@ def _make_one(rng: random.Random, kind: str) -> tuple[Constraint, str, str, str]
         if upper:
             chosen = [w.upper() for w in chosen]
             rejected = list(chosen)
-        if rng.random() < 0.5:  # the whole response in the other case
+        if rng.random() < whole_share:  # the whole response in the other case
             rejected = [w.lower() if upper else w.upper() for w in rejected]
         else:  # one word in the other case
             i = rng.randrange(len(chosen))
@@ -240,13 +240,20 @@ def _make_one(rng: random.Random, kind: str) -> tuple[Constraint, str, str, str]
 _REQUESTS = ("Write a sentence about the {}.", "Describe the {} in one sentence.", "Say something about the {}.")
 
 
-def make_pairs(n: int, seed: int = 0, kinds: Iterable[str] = CONSTRAINT_KINDS) -> list[PreferencePair]:
-    """`n` preference pairs from one seeded RNG, kinds balanced (each block of len(kinds) has each once)."""
+def make_pairs(n: int, seed: int = 0, kinds: Iterable[str] = CONSTRAINT_KINDS,
+               whole_share: float = 0.5) -> list[PreferencePair]:
+    """`n` preference pairs from one seeded RNG, kinds balanced (each block of len(kinds) has each once).
+
+    `whole_share`: how often a case pair's rejected response is wholly in the other case rather than one word
+    re-cased (the task's own mix is 0.5; a training corpus may lean on the harder one-word rejections). Two
+    shares give the same pairs up to the first case pair whose mix they decide differently."""
     kinds = tuple(kinds)
     if not kinds or any(k not in CONSTRAINT_KINDS for k in kinds):
         raise ValueError(f"kinds must be a non-empty subset of {CONSTRAINT_KINDS}, got {kinds}")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    if not 0.0 <= whole_share <= 1.0:
+        raise ValueError(f"whole_share must be in [0, 1], got {whole_share}")
     rng = random.Random(seed)
     pairs: list[PreferencePair] = []
     order: list[str] = []
@@ -256,7 +263,7 @@ def make_pairs(n: int, seed: int = 0, kinds: Iterable[str] = CONSTRAINT_KINDS) -
             rng.shuffle(order)
         kind = order.pop()
         while True:  # guard only: generation is built to satisfy this on the first draw
-            constraint, topic, chosen, rejected = _make_one(rng, kind)
+            constraint, topic, chosen, rejected = _make_one(rng, kind, whole_share)
             if chosen != rejected and check(constraint, chosen).passed and not check(constraint, rejected).passed:
                 break
         prompt = f"{rng.choice(_REQUESTS).format(topic)} {constraint.describe()}"
