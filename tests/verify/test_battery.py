@@ -264,7 +264,7 @@ def test_twenty_concurrent_runs_with_hostile_neighbours():
     sources = [bad[i % len(bad)] if i % 4 == 3 else good.format(i=i) for i in range(20)]
     # The hostile runs are ended by their CPU limit (2 s a process) or the wall clock; the wall clock is long
     # because 20 runs and a fork bomb's 32 spinning processes share the CPUs: on a 2-core CI machine a
-    # well-behaved run got under 0.1 CPU-second in 3 s (its start-up alone), and wall time is not what is tested.
+    # well-behaved run timed out at 3 s after printing its line, and wall time is not what is tested.
     limits = Limits(timeout_s=15, cpu_s=2, memory_bytes=256 * 2**20)
     verdicts = SandboxPool(workers=20, limits=limits).map(sources)
     goods = [(i, v) for i, v in enumerate(verdicts) if i % 4 != 3]
