@@ -11,6 +11,7 @@ floating-point sums changes with them):
   avx2     ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2
   default  ATEN_CPU_CAPABILITY=default MKL_ENABLE_INSTRUCTIONS=SSE4_2 ONEDNN_MAX_CPU_ISA=SSE41
 
+The first line names the ATen kernel set each setting gets on this CPU (on an AVX2-only CPU `native` is `avx2`).
 `--jobs 2` runs two cells at once with one thread each (the quickstart's 0.7M-parameter judge is bound by
 per-operation overhead, so two one-thread runs finish sooner than two two-thread runs in turn). A cell whose
 `report.json` exists is read, not rerun, so an interrupted table resumes. Last lines: `sft_min=`, `sft_mean=`,
@@ -55,6 +56,14 @@ def run_cell(out: Path, seed: int, kernel: str, threads: int, small: bool) -> di
             "seconds": json.loads(report.read_text()).get("seconds")}
 
 
+def aten_capability(kernel: str) -> str:
+    """The ATen kernel set a process gets under a setting (`native` and `avx2` coincide on an AVX2-only CPU)."""
+    code = "import torch; print(torch.backends.cpu.get_cpu_capability())"
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **KERNELS[kernel]}, capture_output=True,
+                          text=True)
+    return done.stdout.strip() or f"unknown (exit {done.returncode})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -67,6 +76,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 2) // ns.jobs)
     cells = [(s, k) for k in ns.kernels for s in ns.seeds]
+    print("ATen kernels: " + ", ".join(f"{k}={aten_capability(k)}" for k in ns.kernels), flush=True)
     with ThreadPoolExecutor(ns.jobs) as pool:
         rows = list(pool.map(lambda c: run_cell(out, c[0], c[1], threads, ns.small), cells))
     failed = [r for r in rows if "error" in r]

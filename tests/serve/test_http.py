@@ -80,13 +80,15 @@ def test_size_limits_give_413(fake):
 
 
 def test_a_full_queue_answers_429_with_retry_after():
-    fake = FakeScorer(delay_s=0.3)
+    # 1 s a batch and three new items: the queue (3 waiting) stays over its 4 even if one batch ends between the
+    # health check and the request (with 0.3 s and two items that race lost on a slow 2-core machine)
+    fake = FakeScorer(delay_s=1.0)
     with running(fake, max_batch=1, max_queue=4) as url, ThreadPoolExecutor(1) as pool:
         held = pool.submit(httpx.post, url + "/v1/judge", timeout=30,
                            json={"items": [{"prompt": "p", "response": str(i)} for i in range(4)]})
         _wait_for(lambda: httpx.get(url + "/health").json()["queue_depth"] == 3)
-        two = [{"prompt": "p", "response": "a"}, {"prompt": "p", "response": "b"}]
-        r = httpx.post(url + "/v1/judge", json={"items": two})
+        three = [{"prompt": "p", "response": x} for x in "abc"]
+        r = httpx.post(url + "/v1/judge", json={"items": three})
         assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
         assert held.result().status_code == 200
 

@@ -1,6 +1,7 @@
 """Training stages in one process on tiny models: SFT data checks, truncation, BT, judge CLI, quickstart."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -76,8 +77,11 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)
     from patarm.demo.quickstart import Sizes, run
 
-    report = run(tmp_path, Sizes.small())
+    sizes = replace(Sizes.small(), heads=8, kv_heads=4)  # not the small size's own 4 / 2: the judge is built from Sizes
+    report = run(tmp_path, sizes)
     saved = json.loads((tmp_path / "report.json").read_text())
+    base = json.loads((tmp_path / "base" / "config.json").read_text())
+    assert (base["num_attention_heads"], base["num_key_value_heads"]) == (8, 4)
     assert set(saved["stages"]) == {"base", "sft", "grpo"}
     for stage in saved["stages"].values():
         assert {"accuracy", "format_valid", "margin"} <= set(stage) and 0 <= stage["accuracy"] <= 1
