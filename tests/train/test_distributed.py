@@ -1,4 +1,5 @@
-"""Slow tier: GRPO-PAR under two real processes (DDP and DeepSpeed ZeRO-2), resume, export.
+"""Slow tier: GRPO-PAR under two real processes (DDP; DeepSpeed over two machines is test_multinode.py), resume,
+export.
 
 Every run starts from a judge that already writes valid judgments (the `sft_judge` fixture), so rewards
 differ within a group, gradients are not zero, and "the weights changed" and "the resumed run equals the
@@ -62,14 +63,12 @@ def _max_diff(a: dict, b: dict) -> float:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("launcher", [
-    ["--multi_gpu", "--num_processes", "2"],
-    ["--use_deepspeed", "--zero_stage", "2", "--num_processes", "2"],
-], ids=["ddp", "deepspeed-zero2"])
-def test_two_processes_keep_pairs_whole(tmp_path, launcher, sft_judge):
+def test_two_processes_keep_pairs_whole(tmp_path, sft_judge):
+    """DDP on one machine; DeepSpeed (ZeRO-3) keeps pairs whole over two machines in tests/train/test_multinode.py
+    (the sampler is the same under every backend, and each DeepSpeed run here cost ~30 s beyond DDP's on 2 cores)."""
     out = tmp_path / "run"
-    _run([ACCELERATE, "launch", *launcher, "--main_process_port", "0", "-m", "patarm", "grpo",
-          *_grpo_args(sft_judge, out)], tmp_path)
+    _run([ACCELERATE, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", "0", "-m", "patarm",
+          "grpo", *_grpo_args(sft_judge, out)], tmp_path)
     _assert_whole_pairs(_audit(tmp_path), 2)
     assert (out / "checkpoint-2" / "CHECKPOINT_COMPLETE").is_file()
     logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]

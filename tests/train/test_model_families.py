@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from helpers import DEMO_PAIRS, run_cli, smollm2_missing
 
@@ -159,6 +160,28 @@ def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="patarm.train.common"):
         setup_logging(SimpleNamespace(use_cpu=True, bf16=False, report_to=[], output_dir=str(tmp_path)))
     assert "CPU training in fp32" in caplog.text
+
+
+def test_cpu_recipes_leave_precision_to_the_cpu(monkeypatch):
+    """The real-model CPU recipes train in bf16 autocast and judge in bf16 weights only where the CPU has bf16
+    instructions: emulated bf16 made CI's slow GSM8K test run past an hour on an AVX2-only CPU."""
+    import torch
+
+    from patarm.demo.gsm8k.recipe import parse_args as gsm8k_args
+    from patarm.train import parse_args
+    from patarm.train.common import auto_dtype, cpu_bf16
+
+    configs = ROOT / "patarm" / "demo" / "configs"
+    for name in ["gsm8k-sft", "gsm8k-grpo", "gsm8k-bt", "ifeval-bt", "ifeval-judge-sft", "ifeval-judge-grpo"]:
+        assert "bf16" not in yaml.safe_load((configs / f"{name}.yaml").read_text()), name
+    if not torch.cuda.is_available():
+        _, args, _ = parse_args("sft", ["--config", str(configs / "gsm8k-sft.yaml"), "--model_name_or_path", "tiny",
+                                        "--run_dir", "r"])
+        assert args.bf16 == cpu_bf16()[0]
+    for native, dtype in [(True, "bfloat16"), (False, "float32")]:
+        monkeypatch.setattr("patarm.train.common.cpu_bf16", lambda native=native: (native, "probe"))
+        assert gsm8k_args([]).eval_dtype == dtype and auto_dtype("auto") == dtype
+        assert gsm8k_args(["--eval_dtype", "float16"]).eval_dtype == "float16"  # a dtype given is kept
 
 
 def test_precision_sentence_says_what_was_chosen_and_why():

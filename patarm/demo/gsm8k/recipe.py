@@ -104,7 +104,9 @@ class GSM8KArguments(RunArguments):
         },
     )
     eval_batch_size: int = field(default=32, metadata={"help": "prompts per generation batch"})
-    eval_dtype: str = field(default="bfloat16", metadata={"help": "weights' dtype for judging and sampling"})
+    eval_dtype: str = field(default="auto", metadata={"help": "weights' dtype for judging and sampling; auto: "
+                            "bfloat16 where the device has bf16 instructions (a CPU with AMX/AVX512-BF16), else "
+                            "float32 (emulated bf16 is ~50x slower)"})
     judge_device: str = field(default="cpu", metadata={"help": "where judging and rejection sampling run: cpu, or "
                               "cuda (a GPU)"})
     bt_baseline: bool = field(default=True, metadata={"help": "train and evaluate the Bradley-Terry baseline (the "
@@ -134,6 +136,9 @@ class GSM8KArguments(RunArguments):
         if self.grpo_steps < 0 or self.vote_k < 0:
             raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
         self.skill = self.skill or SKILL_OF[self.teacher]
+        from patarm.train.common import auto_dtype
+
+        self.eval_dtype = auto_dtype(self.eval_dtype, self.judge_device)
         if self.rubric_mode == "adaptive" and self.teacher != "graded":
             raise ValueError("rubric_mode adaptive needs teacher graded (the binary teacher writes no <rubric>)")
         if "evidence" in self.arms and self.teacher != "graded":
