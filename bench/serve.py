@@ -33,7 +33,7 @@ import httpx  # noqa: E402
 
 from patarm.data import load_pairs  # noqa: E402
 from patarm.serve.scorer import DEMO_PAIRS, ScoreItem, load_scorer  # noqa: E402
-from patarm.train.grpo import pairs_to_judge_rows  # noqa: E402
+from patarm.train.rows import pairs_to_judge_rows  # noqa: E402
 
 TEMPLATE = "pointwise-compact"
 

@@ -12,17 +12,15 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from patarm.config import RunArguments, import_object
-from patarm.data import PreferencePair, load_pairs
-from patarm.judge import JudgeTemplate, load_template, render_pointwise
+from patarm.config import RunArguments
+from patarm.data import load_pairs
+from patarm.judge import load_template
 from patarm.judge.truncate import truncate_judge_rows
 from patarm.models.attention import install_cpu_decode_attention
 from patarm.rewards import PairRewards
@@ -36,6 +34,7 @@ from patarm.train.common import (
     thinking_switch,
     train_and_save,
 )
+from patarm.train.rows import load_prompt_builder, pairs_to_judge_rows
 from patarm.train.speed import (
     attention_accepts_block_mask,
     compact_lm_head,
@@ -203,26 +202,6 @@ class LogAtTrainBegin(TrainerCallback):
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.trainer.log(dict(self.values))
-
-
-def load_prompt_builder(spec: str) -> Callable[[PreferencePair, str, JudgeTemplate], list]:
-    """The function named by 'package.module:function' (or 'package.module.function')."""
-    return import_object(spec, "prompt_builder")
-
-
-def pairs_to_judge_rows(
-    pairs: Iterable[PreferencePair],
-    template: JudgeTemplate | str | None = None,
-    rubric_mode: str | None = None,
-    build: Callable[[PreferencePair, str, JudgeTemplate], list] | None = None,
-) -> list[dict[str, Any]]:
-    """Each pair as two conversational GRPO rows (chosen first) sharing a `pair_id`, so the pair-preserving
-    sampler and the PAR reward can put them back together. `build` makes each prompt instead of the template."""
-    template = load_template(template or "pointwise", rubric_mode=rubric_mode)
-    build = build or (lambda pair, response, t: render_pointwise(pair.prompt, response, t, domain=pair.domain))
-    return [{"prompt": build(pair, response, template),
-             "pair_id": pair.id, "side": side, "domain": pair.domain or "", "response": response}
-            for pair in pairs for side, response in (("chosen", pair.chosen), ("rejected", pair.rejected))]
 
 
 def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:

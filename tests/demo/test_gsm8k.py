@@ -117,7 +117,7 @@ def test_majority_vote_and_oracle_on_answer_clusters():
 
 def test_corpus_and_grpo_rows_use_the_skill_prompt_builder():
     from patarm.prep.corpus import pointwise_corpus
-    from patarm.train.grpo import load_prompt_builder, pairs_to_judge_rows
+    from patarm.train.rows import load_prompt_builder, pairs_to_judge_rows
 
     pairs = data.make_pairs([_problem(1), _problem(2)], 1, 0, True, "gsm8k-judge")
     rows, manifest = pointwise_corpus(pairs, VerifierTeacher(), judge_template(), 2.0, render=skill_prompt)

@@ -18,7 +18,7 @@ from patarm.serve.adapters.trl import JudgeReward
 from patarm.serve.app import ServeConfig, create_app
 from patarm.serve.scorer import DEMO_PAIRS, JudgeScorer, ScoreItem
 from patarm.serve.server import ServerThread
-from patarm.train.grpo import pairs_to_judge_rows
+from patarm.train.rows import pairs_to_judge_rows
 
 TEMPLATE, NEW_TOKENS = "pointwise-compact", 12
 

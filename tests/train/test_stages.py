@@ -12,7 +12,7 @@ from patarm.data.schema import DataError
 from patarm.judge import load_template
 from patarm.judge.truncate import MARKER, truncate_judge_rows
 from patarm.models.tiny import build_tiny_judge
-from patarm.train.grpo import pairs_to_judge_rows
+from patarm.train.rows import pairs_to_judge_rows
 from patarm.train.sft import load_sft_rows
 
 ROOT = Path(__file__).resolve().parents[2]
