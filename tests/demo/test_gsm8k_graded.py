@@ -179,8 +179,9 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
 def _fake_report(seed: int, run_dir: str = "") -> dict:
     m = {"pair_accuracy": 0.5 + seed / 10, "best_of_n": 50.0 + seed, "top_tied_mixed": 0.1, "format_valid": 1.0,
          "consistency": {"consistent_rate": 1.0}}
-    return {"arms": {"reference": {"stages": {"sft": m, "grpo": m}, "bt": m, "prep": {"sft": {"sft_rows": 8}}}},
-            "seconds": 1.0}
+    expected = {**m, "best_of_n": 60.0 + seed}
+    return {"arms": {"reference": {"stages": {"sft": m | {"expected": expected}, "grpo": m}, "bt": m,
+                                   "prep": {"sft": {"sft_rows": 8}}}}, "seconds": 1.0}
 
 
 def test_seeds_mode_and_ablation_table_without_training(tmp_path):
@@ -195,6 +196,9 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
     mean, se, values = result["summary"]["reference"]["grpo"]["best_of_n"]
     assert (mean, values) == (51.0, [50.0, 51.0, 52.0]) and abs(se - 1 / 3 ** 0.5) < 1e-12
     assert "51.00 ± 0.58" in (tmp_path / "report-seeds.md").read_text()
+    # the verdict-probability scores of a stage are a judge of their own in the seeds' table
+    assert result["summary"]["reference"]["sft, verdict probability"]["best_of_n"][2] == [60.0, 61.0, 62.0]
+    assert "| sft, verdict probability | reference | " in (tmp_path / "report-seeds.md").read_text()
     runs = []
     out = ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path / "abl")], parse_args,
                             lambda a: runs.append(a) or _fake_report(0))

@@ -29,11 +29,12 @@ def test_gsm8k_intervals_resample_problems():
     lo, hi = s["pair_accuracy_ci"]
     assert 0.2 < lo < 0.5 < hi < 0.8
     assert s["best_of_n_ci"] == pytest.approx([100 * lo, 100 * hi])  # one value per problem: the same resampling
-    report = {"arms": {"reference": {"stages": {"sft": s}}},
+    report = {"arms": {"reference": {"stages": {"sft": s | {"expected": {**s, "best_of_n": 75.0}}}}},
               "baselines": {"single": {"m": 40.0}, "best_single": 40.0, "random": 25.0, "majority_vote": 30.0,
                             "oracle": 60.0, "problems": 20, "ci": {"single:m": [20.0, 60.0]}}}
     table = results_table(report)
     assert f"0.500 [{lo:.3f}, {hi:.3f}]" in table and "| single model: m | 40.00 [20.0, 60.0] |" in table
+    assert "| SFT, verdict probability | reference | 0.500" in table and "| 75.00 [" in table
 
 
 def test_downstream_verified_accuracy_interval_resamples_prompts():

@@ -116,6 +116,9 @@ class GSM8KArguments(RunArguments):
                         "and adaptive voting; k× the judge calls); 0: greedy only"})
     vote_stages: list[str] = field(default_factory=lambda: ["grpo"], metadata={"help": "stages judged with voting"})
     vote_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the voting judgments"})
+    verdict_probability: bool = field(default=True, metadata={"help": "arms with the reference: also score each "
+        "greedy judgment by the judge's P(pass) at its own `correct ::` with the scale (patarm.demo.gsm8k.verdict; "
+        "one forward pass per candidate)"})
     sft_config: str = field(default="gsm8k-sft.yaml", metadata={"path": "input", "help": "the SFT stage config"})
     grpo_config: str = field(default="gsm8k-grpo.yaml", metadata={"path": "input", "help": "the GRPO stage config"})
     bt_config: str = field(default="gsm8k-bt.yaml", metadata={"path": "input", "help": "the BT stage config"})
@@ -246,6 +249,26 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
     return result
 
 
+def _expected(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, heldout, records: list[dict],
+              clock: Clock) -> list[dict]:
+    """The greedy judgments scored by the judge's verdict probability (`verdict.expected_records`), kept in
+    `eval/<stage>-expected.jsonl` so that a resumed run does not redo them."""
+    from patarm.demo.gsm8k.verdict import expected_records
+    from patarm.io import write_jsonl
+
+    path = d / "eval" / f"{stage}-expected.jsonl"
+    if path.is_file():
+        return evaluate.load_records(path)
+    disclose, evidence = DISCLOSES[arm]
+    started = time.time()
+    out = expected_records(model, records, lambda tok: evaluate.fitted_prompts(
+        heldout, disclose, args.skill, tok, args.max_prompt_tokens, evidence, args.rubric_mode), args.eval_dtype,
+        args.eval_batch_size)
+    write_jsonl(out, path)
+    clock.done(f"{arm}/expected-{stage}", started)
+    return out
+
+
 def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, heldout, clock: Clock) -> dict:
     """The stage's greedy judgments (and k sampled ones when voting): metrics and evidence–verdict consistency."""
     from patarm.demo.gsm8k.consistency import readout_records
@@ -273,10 +296,15 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
             summary |= summarize_scores(records)
             summary["consistency"] = consistency([t for r in records for t in r["texts"]])
             summary["readout"] = summarize_scores(readout_records(records))
+            if args.verdict_probability and disclose and stage != "base":
+                summary["expected"] = summarize_scores(_expected(args, arm, d, stage, model, heldout, records, clock))
     logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%, consistent %.3f; evidence read "
                 "out: pair accuracy %.3f, best-of-4 %.1f %%", arm, stage, summary["pair_accuracy"],
                 summary["format_valid"], summary["best_of_n"], summary["consistency"]["consistent_rate"],
                 summary["readout"]["pair_accuracy"], summary["readout"]["best_of_n"])
+    if "expected" in summary:
+        logger.info("%s / %s: verdict probability: pair accuracy %.3f, best-of-4 %.1f %%", arm, stage,
+                    summary["expected"]["pair_accuracy"], summary["expected"]["best_of_n"])
     return summary
 
 

@@ -13,7 +13,9 @@ TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment 
             "correct one's score is strictly higher (a tie counts as wrong). Brackets: 95 % bootstrap interval over "
             "problems (a problem's pairs move together; BCa, 1000 resamples, seed 0). Rows \"evidence read out\": the "
             "same judgments scored by Skill-RM's deterministic readout — the graded scale applied to the facts each "
-            "judgment states (final answer, reference, steps), its own verdict and score recomputed from them")
+            "judgment states (final answer, reference, steps), its own verdict and score recomputed from them. Rows "
+            "\"verdict probability\": the same judgments scored by the judge's own P(pass) at its `correct ::` line: "
+            "p · score(pass) + (1 − p) · score(fail) of its stated facts (patarm.demo.gsm8k.verdict)")
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
@@ -58,6 +60,10 @@ def results_table(report: dict) -> str:
         for arm, res in report["arms"].items():
             if "readout" in res["stages"].get(stage, {}):
                 lines.append(_row(f"{STAGE_NAMES[stage]}, evidence read out", arm, res["stages"][stage]["readout"]))
+    for stage in STAGE_NAMES:
+        for arm, res in report["arms"].items():
+            if "expected" in res["stages"].get(stage, {}):
+                lines.append(_row(f"{STAGE_NAMES[stage]}, verdict probability", arm, res["stages"][stage]["expected"]))
     for arm, res in report["arms"].items():
         if "bt" in res:
             lines.append(_row("BT scalar RM (same base, same pairs)", arm, res["bt"], valid=False))

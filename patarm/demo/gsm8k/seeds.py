@@ -34,8 +34,12 @@ def per_seed_args(args: Any, seed: int) -> Any:
     return replace(args, seed=seed, seeds=None, split_seed=split_seed, run_dir=str(Path(args.run_dir) / f"seed-{seed}"))
 
 
+READINGS = {"readout": "evidence read out", "expected": "verdict probability"}
+
+
 def aggregate(reports: dict[int, dict]) -> dict:
-    """{arm: {judge: {metric: [mean, se, values]}}} over the seeds' reports (judges: stages and bt)."""
+    """{arm: {judge: {metric: [mean, se, values]}}} over the seeds' reports (judges: stages, their evidence read
+    out and verdict-probability scores where reported, and bt)."""
     out: dict[str, dict] = {}
     first = next(iter(reports.values()))
     for arm in first["arms"]:
@@ -44,6 +48,9 @@ def aggregate(reports: dict[int, dict]) -> dict:
             res = report["arms"][arm]
             for judge, m in [*res["stages"].items(), *([("bt", res["bt"])] if "bt" in res else [])]:
                 judges.setdefault(judge, []).append(m)
+                for key, name in READINGS.items():  # the same judgments read out / by the verdict probability
+                    if key in m:
+                        judges.setdefault(f"{judge}, {name}", []).append(m[key])
         out[arm] = {judge: {key: [*mean_se([m[key] for m in ms]), [m[key] for m in ms]] for key, _, _ in METRICS}
                     for judge, ms in judges.items() if len(ms) == len(reports)}
     return out

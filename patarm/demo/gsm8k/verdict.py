@@ -1,0 +1,111 @@
+"""The judge's verdict in probability: how sure the judge is of `correct :: pass`, read at its own evidence.
+
+A greedy judgment writes one verdict word; the model's belief behind it can be informative even when the word is
+not. The SFT judge of the reference arm (192 rows, docs/gsm8k-skill.md) writes `correct :: fail` for almost every
+candidate, yet its P(pass) at that position is higher for the correct solution of a pair far more often than not:
+the comparison of the two answers is learned, the threshold is not. This module reads that belief:
+
+- `verdict_probabilities`: for each judgment, the text up to and including its own `correct ::` (the judge's own
+  greedy evidence, nothing of the teacher's) is fed back to the judge after its prompt, and P(" pass") is taken
+  against P(" fail") (renormalised over the two words) — one forward pass per judgment, batched;
+- `expected_score`: the graded scale's score (`evidence.score_of`) of the judgment's stated facts with the verdict
+  marginalised: p · score(pass) + (1 − p) · score(fail). It is the value that voting@k's mean of sampled scores
+  estimates when only the verdict varies between samples (the paper's §5.4), without sampling; the probability-
+  weighted score is G-Eval's (Liu et al., 2023) normalisation applied to the verdict, the one decision of the scale.
+
+Only judgments that state a mounted reference have a pass/fail verdict; others get None (the arms without the
+reference write `correct :: unknown`, which is not a decision).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from patarm.demo.gsm8k.consistency import _STEPS, stated
+from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
+
+MARK = "correct ::"
+WORDS = (" pass", " fail")
+
+
+def _prefix(text: str) -> str | None:
+    head, sep, _ = text.partition(MARK)
+    return head + sep if sep else None
+
+
+def word_ids(tokenizer: Any) -> tuple[int, int]:
+    """The first token of " pass" and of " fail"; they must differ to tell the verdicts apart."""
+    ids = tuple(tokenizer(w, add_special_tokens=False).input_ids[0] for w in WORDS)
+    if ids[0] == ids[1]:
+        raise ValueError(f"the tokenizer starts {WORDS} with the same token {ids[0]}: the verdict probability "
+                         "cannot be read at one position")
+    return ids  # type: ignore[return-value]
+
+
+def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], texts: Sequence[str],
+                          batch_size: int = 16) -> list[float | None]:
+    """P(pass) / (P(pass) + P(fail)) at each judgment's own `correct ::` (None when it states none)."""
+    import torch
+
+    pass_id, fail_id = word_ids(tokenizer)
+    inputs = [(k, tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + head)
+              for k, (p, t) in enumerate(zip(prompts, texts, strict=True)) if (head := _prefix(t)) is not None]
+    out: list[float | None] = [None] * len(texts)
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"  # the last position of every row is its `correct ::`
+    try:
+        for start in range(0, len(inputs), batch_size):
+            chunk = inputs[start:start + batch_size]
+            enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True, return_tensors="pt")
+            with torch.inference_mode():
+                logits = model(**enc).logits[:, -1].float()
+            two = torch.stack([logits[:, pass_id], logits[:, fail_id]], dim=-1).softmax(-1)[:, 0]
+            for (k, _), p in zip(chunk, two.tolist(), strict=True):
+                out[k] = p
+    finally:
+        tokenizer.padding_side = side
+    return out
+
+
+def expected_score(text: str, p_pass: float | None) -> float | None:
+    """p · score(pass) + (1 − p) · score(fail) of the judgment's stated facts (its own `follows` and steps), or
+    None without a probability, a mounted reference, or a fact the scale needs."""
+    from patarm.judge import parse_judgment
+
+    if p_pass is None:
+        return None
+    lines = stated(parse_judgment(text, "pointwise-compact").evaluation)
+    steps = _STEPS.match(lines.get("wrong steps", ""))
+    if any(k not in lines for k in FIELDS if k != "correct") or not steps or lines["follows"] not in (
+            "yes", "no", "no step") or lines["reference answer"] == NOT_MOUNTED:
+        return None
+    final, last, unused = lines["final answer"], lines["last step"], lines["unused numbers"]
+
+    def score(correct: bool) -> int:
+        return score_of(Evidence("" if final == "none" else final, lines["reference answer"], correct,
+                                 int(steps.group(2)), int(steps.group(1)), None if last == "none" else last,
+                                 None if lines["follows"] == "no step" else lines["follows"] == "yes",
+                                 () if unused == "none" else tuple(unused.split(", "))))
+
+    return p_pass * score(True) + (1 - p_pass) * score(False)
+
+
+def expected_records(model_dir: str, records: list[dict], make_prompts: Callable[[Any], Sequence[list[dict]]],
+                     dtype: str | None = None, batch_size: int = 16) -> list[dict]:
+    """Evaluation records with `scores` replaced by the expected scores and `p_pass` added; `make_prompts(tokenizer)`
+    gives the judge prompts of the records' candidates in order (as they were judged)."""
+    from patarm.models import load_causal_lm
+
+    model, tokenizer = load_causal_lm(model_dir, dtype=dtype)
+    model.eval()
+    texts = [t for r in records for t in r["texts"]]
+    probs = verdict_probabilities(model, tokenizer, make_prompts(tokenizer), texts, batch_size)
+    out, k = [], 0
+    for r in records:
+        n = len(r["texts"])
+        p = probs[k:k + n]
+        scores = [expected_score(t, q) for t, q in zip(r["texts"], p, strict=True)]
+        out.append({**r, "scores": scores, "valid": [s is not None for s in scores], "p_pass": p})
+        k += n
+    return out

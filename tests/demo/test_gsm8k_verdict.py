@@ -1,0 +1,72 @@
+"""The judge's verdict in probability (patarm.demo.gsm8k.verdict): the expected score of stated facts, and P(pass)
+read at a judgment's own `correct ::` — batched with left padding, equal to one judgment at a time."""
+
+import pytest
+
+from patarm.demo.gsm8k.verdict import expected_records, expected_score, verdict_probabilities
+
+FACTS = ("<eval>\nfinal answer :: 26\nreference answer :: 18\ncorrect :: {v}\nwrong steps :: 1 of 2\n"
+         "last step :: 26\nfollows :: yes\nunused numbers :: none\n</eval>\n<score>3</score>")
+
+
+@pytest.mark.parametrize("p, score", [(1.0, 9.0), (0.0, 3.0), (0.25, 4.5)])
+def test_expected_score_marginalises_the_verdict_only(p, score):
+    # one issue (a wrong step): pass -> 10 - 1, fail -> 4 - 1, whatever the verdict written
+    assert expected_score(FACTS.format(v="fail"), p) == pytest.approx(score)
+    assert expected_score(FACTS.format(v="pass"), p) == pytest.approx(score)
+
+
+def test_expected_score_needs_a_mounted_reference_and_every_fact():
+    hidden = FACTS.format(v="unknown").replace("reference answer :: 18", "reference answer :: not mounted")
+    assert expected_score(hidden, 0.9) is None
+    assert expected_score(FACTS.format(v="fail").replace("wrong steps :: 1 of 2\n", ""), 0.9) is None
+    assert expected_score(FACTS.format(v="fail"), None) is None
+    # its own `follows` counts: a stated `follows :: no` is a second issue
+    assert expected_score(FACTS.format(v="fail").replace("follows :: yes", "follows :: no"), 1.0) == 8.0
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    from patarm.models import load_causal_lm
+    from patarm.models.tiny import build_tiny_judge
+
+    out = tmp_path_factory.mktemp("tiny")
+    texts = [FACTS.format(v=v) for v in ("pass", "fail")] * 20 + ["Judge the solution. Tom has 16 apples. A: 28"] * 4
+    build_tiny_judge(texts, out, vocab_size=600, hidden_size=32, num_layers=1)
+    return load_causal_lm(str(out))
+
+
+def test_batched_probabilities_equal_one_at_a_time(tiny):
+    model, tok = tiny
+    prompts = [[{"role": "user", "content": "Judge the solution. " + "Tom has 16 apples. " * k + "A: 28"}]
+               for k in (1, 4, 2)]
+    texts = [FACTS.format(v="pass"), "<eval>\nfinal answer :: 28\n</eval>\n<score>5</score>", FACTS.format(v="fail")]
+    batched = verdict_probabilities(model, tok, prompts, texts, batch_size=3)
+    alone = [verdict_probabilities(model, tok, [p], [t], batch_size=1)[0] for p, t in zip(prompts, texts)]
+    assert batched[1] is None and alone[1] is None  # no `correct ::` stated: no verdict to read
+    assert batched[0] == pytest.approx(alone[0], abs=1e-4) and batched[2] == pytest.approx(alone[2], abs=1e-4)
+    assert 0.0 < batched[0] < 1.0
+    # the same evidence up to `correct ::` gives the same probability whatever verdict was written after it
+    assert batched[0] == pytest.approx(verdict_probabilities(model, tok, prompts[:1], texts[2:], 1)[0], abs=1e-4)
+    assert tok.padding_side == "left"
+
+
+def test_expected_records_score_every_candidate(tiny, tmp_path):
+    model, tok = tiny
+    model.save_pretrained(tmp_path / "m")
+    tok.save_pretrained(tmp_path / "m")
+    records = [{"problem": "p", "correct": [True, False], "texts": [FACTS.format(v="pass"), "no judgment"],
+                "scores": [9.0, None], "valid": [True, False]}]
+    out = expected_records(str(tmp_path / "m"), records, lambda t: [[{"role": "user", "content": "Judge."}]] * 2)
+    assert out[0]["scores"][1] is None and out[0]["valid"] == [True, False]
+    p = out[0]["p_pass"][0]
+    assert out[0]["scores"][0] == pytest.approx(p * 9 + (1 - p) * 3)
+
+
+def test_a_tokenizer_that_cannot_tell_the_verdicts_apart_is_an_error():
+    class Tok:
+        def __call__(self, text, add_special_tokens=False):
+            return type("E", (), {"input_ids": [7, 8]})()
+
+    with pytest.raises(ValueError, match="same token 7"):
+        verdict_probabilities(None, Tok(), [[]], ["correct :: pass"])
