@@ -265,3 +265,14 @@ def test_the_readout_scores_the_facts_a_judgment_states_not_its_own_verdict():
     records = readout_records([{"texts": [good, wrong, "nonsense"], "correct": [True, False, False],
                                 "scores": [1.0, 9.0, 5.0], "valid": [True] * 3}])
     assert records[0]["scores"] == [9.0, 3.0, None] and records[0]["valid"] == [True, True, False]
+
+
+def test_the_verdict_follows_the_two_answers_it_compares():
+    """The teacher writes `correct` right after `final answer` and `reference answer` (FIELDS' order): there the
+    SFT judge's verdict probability separates pairs (docs/gsm8k-skill.md, "The verdict in probability")."""
+    from patarm.demo.gsm8k.evidence import eval_lines
+
+    lines = eval_lines(gather(QUESTION, RIGHT, "28"))
+    assert [line.split(" :: ")[0] for line in lines] == list(FIELDS)
+    assert FIELDS[:3] == ("final answer", "reference answer", "correct")
+    assert lines[2] == "correct :: pass"

@@ -1,15 +1,19 @@
 """The graded verifier teacher's evidence and score scale: what can be checked about one GSM8K solution, and the
 score that follows from it.
 
-Evidence (each line of the `<eval>`, in this order, before the verdict and the score):
+Evidence (each line of the `<eval>`, in this order, then the score):
 
     final answer :: 26                the text after the response's last "A:"
     reference answer :: 18            or "not mounted" when the arm does not disclose it
+    correct :: fail                   the final answer against the reference: pass | fail | unknown (not mounted)
     wrong steps :: 0 of 2             the `<<a op b=c>>` calculator steps re-computed: wrong ones of those checkable
     last step :: 26                   the last calculator step's stated result, or "none"
     follows :: yes                    the final answer equals the last step's result: yes | no | no step
     unused numbers :: none            numbers of the question the solution never mentions (up to 3), or "none"
-    correct :: fail                   the final answer against the reference: pass | fail | unknown (not mounted)
+
+The verdict comes right after the two answers it compares (it came last until 2026-12-02): with it there, the
+SFT judge's P(pass) at the verdict separates the correct from the incorrect solution of a held-out pair 0.935 of the
+time, against 0.557 with the verdict four lines further on (docs/gsm8k-skill.md, "The verdict in probability").
 
 Scale (1-10). An *issue* is one of: a wrong calculator step, a final answer that does not follow the last step,
 an unused number of the question — so 0-3 issues.
@@ -35,7 +39,7 @@ from patarm.skills.verifiers import calculator_steps, unused_numbers
 
 MAX_ANSWER_CHARS = 40  # a final answer shown in the evidence is cut here (the pool's are numbers)
 NOT_MOUNTED = "not mounted"
-FIELDS = ("final answer", "reference answer", "wrong steps", "last step", "follows", "unused numbers", "correct")
+FIELDS = ("final answer", "reference answer", "correct", "wrong steps", "last step", "follows", "unused numbers")
 
 
 def shown_answer(text: str) -> str:
@@ -92,12 +96,13 @@ def verdict_word(correct: bool | None) -> str:
 
 
 def eval_lines(e: Evidence) -> list[str]:
-    """The `<eval>` lines, evidence first, the verdict last."""
+    """The `<eval>` lines: the two answers, the verdict on them, then the steps' evidence (`FIELDS`' order)."""
     follows = "no step" if e.follows is None else ("yes" if e.follows else "no")
     return [f"final answer :: {e.final or 'none'}",
             f"reference answer :: {NOT_MOUNTED if e.reference is None else e.reference}",
-            f"wrong steps :: {e.wrong} of {e.steps}", f"last step :: {e.last or 'none'}", f"follows :: {follows}",
-            f"unused numbers :: {', '.join(e.unused) or 'none'}", f"correct :: {verdict_word(e.correct)}"]
+            f"correct :: {verdict_word(e.correct)}", f"wrong steps :: {e.wrong} of {e.steps}",
+            f"last step :: {e.last or 'none'}", f"follows :: {follows}",
+            f"unused numbers :: {', '.join(e.unused) or 'none'}"]
 
 
 def rubric_lines(question: str, reference: str | None) -> list[str]:
@@ -112,6 +117,6 @@ def rubric_lines(question: str, reference: str | None) -> list[str]:
 
 
 def judgment_text(e: Evidence, rubric: list[str] | None = None) -> str:
-    """The graded teacher's judgment: (`<rubric>` in the adaptive mode,) `<eval>` evidence, the verdict, `<score>`."""
+    """The graded teacher's judgment: (`<rubric>` in the adaptive mode,) the `<eval>` lines, `<score>`."""
     head = "" if rubric is None else "<rubric>\n" + "\n".join(rubric) + "\n</rubric>\n"
     return head + "<eval>\n" + "\n".join(eval_lines(e)) + f"\n</eval>\n<score>{score_of(e)}</score>"

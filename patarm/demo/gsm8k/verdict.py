@@ -59,7 +59,7 @@ def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dic
             chunk = inputs[start:start + batch_size]
             enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True, return_tensors="pt")
             with torch.inference_mode():
-                logits = model(**enc).logits[:, -1].float()
+                logits = model(**enc, logits_to_keep=1).logits[:, -1].float()  # the LM head at the last position only
             two = torch.stack([logits[:, pass_id], logits[:, fail_id]], dim=-1).softmax(-1)[:, 0]
             for (k, _), p in zip(chunk, two.tolist(), strict=True):
                 out[k] = p
