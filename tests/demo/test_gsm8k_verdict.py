@@ -70,3 +70,67 @@ def test_a_tokenizer_that_cannot_tell_the_verdicts_apart_is_an_error():
 
     with pytest.raises(ValueError, match="same token 7"):
         verdict_probabilities(None, Tok(), [[]], ["correct :: pass"])
+
+
+def _scaled_bf16(model, factor):
+    """A bf16 copy of the tiny judge whose LM head is `factor` times larger: logits at a trained judge's magnitude."""
+    import copy
+
+    import torch
+
+    m = copy.deepcopy(model)
+    head = m.get_output_embeddings()
+    head.weight = torch.nn.Parameter(head.weight.detach().clone() * factor)  # untied from the input embeddings
+    return m.to(torch.bfloat16)
+
+
+def test_a_bf16_judges_verdict_logits_are_taken_in_fp32(tiny):
+    """At logits of ~20 a bf16 judge's own logits step by 0.125, so its P(pass) ties different judgments; the two
+    words' logits taken in fp32 from the head's input fall between those steps, and agree with the model's own within
+    its rounding."""
+    import torch
+
+    from patarm.demo.gsm8k.verdict import verdict_logits, word_ids
+
+    model, tok = tiny
+    m = _scaled_bf16(model, 100.0)
+    ids = word_ids(tok)
+    chats = [[{"role": "user", "content": "Judge the solution. " + "Tom has 16 apples. " * k + "A: 28"}]
+             for k in range(1, 13)]
+    prompts = [tok.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
+               + FACTS.split("correct ::")[0] + "correct ::" for c in chats]
+    side, tok.padding_side = tok.padding_side, "left"
+    enc = tok(prompts, add_special_tokens=False, padding=True, return_tensors="pt")
+    tok.padding_side = side
+    with torch.inference_mode():
+        own = m(**enc, logits_to_keep=1).logits[:, -1][:, list(ids)].float()
+        exact = verdict_logits(m, enc, ids)
+    assert own.abs().max() > 8  # the magnitude where bf16 rounding shows
+    on_grid = lambda x: (x == x.bfloat16().float())  # noqa: E731 — a value bf16 can hold exactly
+    assert on_grid(own).all()  # the model's own logits: rounded to bf16's grid
+    assert (~on_grid(exact)).float().mean() > 0.9  # read in fp32: between its steps
+    probs = verdict_probabilities(m, tok, chats, [FACTS.format(v="fail")] * len(chats), batch_size=12)
+    assert probs == pytest.approx(exact.softmax(-1)[:, 0].tolist(), rel=1e-4)  # what the recipe reads
+    assert probs != pytest.approx(own.softmax(-1)[:, 0].tolist(), rel=1e-3)
+    assert torch.allclose(exact, own, rtol=1 / 64, atol=0.05)
+
+
+def test_logits_transformed_after_the_head_are_an_error(tiny):
+    """A model that changes its logits after the LM head (here: doubled) cannot be read from the head's input."""
+    import torch
+
+    from patarm.demo.gsm8k.verdict import verdict_logits, word_ids
+
+    model, tok = tiny
+    m = _scaled_bf16(model, 50.0).float()
+    forward = m.forward
+
+    def doubled(*a, **k):
+        out = forward(*a, **k)
+        out.logits = out.logits * 2
+        return out
+
+    m.forward = doubled
+    enc = tok(["Judge the solution. A: 28 correct ::"], add_special_tokens=False, return_tensors="pt")
+    with torch.inference_mode(), pytest.raises(ValueError, match="not its LM head's product"):
+        verdict_logits(m, enc, word_ids(tok))

@@ -7,7 +7,8 @@ the comparison of the two answers is learned, the threshold is not. This module 
 
 - `verdict_probabilities`: for each judgment, the text up to and including its own `correct ::` (the judge's own
   greedy evidence, nothing of the teacher's) is fed back to the judge after its prompt, and P(" pass") is taken
-  against P(" fail") (renormalised over the two words) — one forward pass per judgment, batched;
+  against P(" fail") (renormalised over the two words) — one forward pass per judgment, batched, the two words'
+  logits taken in fp32 (`verdict_logits`: a bf16 judge's own logits would tie candidates);
 - `expected_score`: the graded scale's score (`evidence.score_of`) of the judgment's stated facts with the verdict
   marginalised: p · score(pass) + (1 − p) · score(fail). It is the value that voting@k's mean of sampled scores
   estimates when only the verdict varies between samples (the paper's §5.4), without sampling; the probability-
@@ -43,6 +44,33 @@ def word_ids(tokenizer: Any) -> tuple[int, int]:
     return ids  # type: ignore[return-value]
 
 
+def verdict_logits(model: Any, enc: Any, ids: tuple[int, int]) -> Any:
+    """The logits of the two verdict words at each row's last position, the LM head's product taken in fp32.
+
+    A bf16 judge's own logits carry 8 bits of mantissa: at the magnitudes of a trained judge (~20) they step by
+    0.125, so P(pass) takes a few dozen values and ties candidates that the judge's hidden state tells apart. The
+    head's input is caught by a hook and multiplied by the two words' rows in fp32; the model's own logits (the LM
+    head at the last position only) check that nothing comes after the head (a softcap, a scale): a mismatch beyond
+    the model's rounding is an error rather than a silent change of what is read."""
+    import torch
+
+    head = model.get_output_embeddings()
+    seen: dict[str, Any] = {}
+    hook = head.register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
+    try:
+        own = model(**enc, logits_to_keep=1).logits[:, -1][:, list(ids)].float()
+    finally:
+        hook.remove()
+    exact = seen["x"][:, -1].float() @ head.weight[list(ids)].float().T
+    if getattr(head, "bias", None) is not None:
+        exact = exact + head.bias[list(ids)].float()
+    if not torch.allclose(exact, own, rtol=1 / 64, atol=0.05):
+        raise ValueError(f"the judge's logits are not its LM head's product (largest gap "
+                         f"{(exact - own).abs().max().item():.3g}): this model transforms them after the head, "
+                         "which verdict_logits does not reproduce; read its verdict from model(...).logits instead")
+    return exact
+
+
 def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], texts: Sequence[str],
                           batch_size: int = 16) -> list[float | None]:
     """P(pass) / (P(pass) + P(fail)) at each judgment's own `correct ::` (None when it states none)."""
@@ -59,8 +87,7 @@ def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dic
             chunk = inputs[start:start + batch_size]
             enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True, return_tensors="pt")
             with torch.inference_mode():
-                logits = model(**enc, logits_to_keep=1).logits[:, -1].float()  # the LM head at the last position only
-            two = torch.stack([logits[:, pass_id], logits[:, fail_id]], dim=-1).softmax(-1)[:, 0]
+                two = verdict_logits(model, enc, (pass_id, fail_id)).softmax(-1)[:, 0]
             for (k, _), p in zip(chunk, two.tolist(), strict=True):
                 out[k] = p
     finally:
