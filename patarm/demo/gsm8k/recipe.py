@@ -263,7 +263,7 @@ def _expected(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
     started = time.time()
     out = expected_records(model, records, lambda tok: evaluate.fitted_prompts(
         heldout, disclose, args.skill, tok, args.max_prompt_tokens, evidence, args.rubric_mode), args.eval_dtype,
-        args.eval_batch_size)
+        args.eval_batch_size, args.judge_device)
     write_jsonl(out, path)
     clock.done(f"{arm}/expected-{stage}", started)
     return out

@@ -61,6 +61,9 @@ def verdict_logits(model: Any, enc: Any, ids: tuple[int, int]) -> Any:
         own = model(**enc, logits_to_keep=1).logits[:, -1][:, list(ids)].float()
     finally:
         hook.remove()
+    if "x" not in seen:
+        raise ValueError(f"{type(model).__name__} did not call its output embeddings ({type(head).__name__}) in "
+                         "forward: its verdict logits cannot be read from the LM head's input")
     exact = seen["x"][:, -1].float() @ head.weight[list(ids)].float().T
     if getattr(head, "bias", None) is not None:
         exact = exact + head.bias[list(ids)].float()
@@ -85,7 +88,8 @@ def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dic
     try:
         for start in range(0, len(inputs), batch_size):
             chunk = inputs[start:start + batch_size]
-            enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True, return_tensors="pt")
+            enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True,
+                            return_tensors="pt").to(model.device)
             with torch.inference_mode():
                 two = verdict_logits(model, enc, (pass_id, fail_id)).softmax(-1)[:, 0]
             for (k, _), p in zip(chunk, two.tolist(), strict=True):
@@ -119,12 +123,12 @@ def expected_score(text: str, p_pass: float | None) -> float | None:
 
 
 def expected_records(model_dir: str, records: list[dict], make_prompts: Callable[[Any], Sequence[list[dict]]],
-                     dtype: str | None = None, batch_size: int = 16) -> list[dict]:
+                     dtype: str | None = None, batch_size: int = 16, device: str = "cpu") -> list[dict]:
     """Evaluation records with `scores` replaced by the expected scores and `p_pass` added; `make_prompts(tokenizer)`
-    gives the judge prompts of the records' candidates in order (as they were judged)."""
+    gives the judge prompts of the records' candidates in order (as they were judged), on the judging `device`."""
     from patarm.models import load_causal_lm
 
-    model, tokenizer = load_causal_lm(model_dir, dtype=dtype)
+    model, tokenizer = load_causal_lm(model_dir, dtype=dtype, **({} if device == "cpu" else {"device_map": device}))
     model.eval()
     texts = [t for r in records for t in r["texts"]]
     probs = verdict_probabilities(model, tokenizer, make_prompts(tokenizer), texts, batch_size)
