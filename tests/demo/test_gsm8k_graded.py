@@ -1,6 +1,8 @@
 """The GSM8K recipe's graded verifier teacher, its evidence-verdict consistency checker, the evidence arm's prompt,
 voting@k / adaptive voting, the ablation configs and the seeds mode (no model is trained here)."""
 
+from pathlib import Path
+
 import pytest
 
 from patarm.demo.gsm8k import ablations, data, seeds
@@ -189,9 +191,17 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
 
     args = parse_args(["--run_dir", str(tmp_path), "--seeds", "0", "1", "2", "--split_seed", "7"])
     seen = []
-    result = seeds.run_seeds(
-        args, lambda a: seen.append((a.seed, a.split_seed, a.run_dir, a.seeds)) or _fake_report(a.seed)
-    )
+
+    def run_one(a):
+        base = Path(a.run_dir) / "reference" / "eval" / "base.jsonl"
+        seen.append((a.seed, a.split_seed, a.run_dir, a.seeds, base.is_file() and base.read_text()))
+        if a.seed == 0:  # the first seed judges the base model; the others start from its judgments
+            base.parent.mkdir(parents=True)
+            base.write_text('{"problem": "p"}\n')
+        return _fake_report(a.seed)
+
+    result = seeds.run_seeds(args, run_one)
+    assert [s[4] for s in seen] == [False, '{"problem": "p"}\n', '{"problem": "p"}\n']
     assert [s[:2] for s in seen] == [(0, 7), (1, 7), (2, 7)] and seen[1][2].endswith("seed-1") and seen[0][3] is None
     mean, se, values = result["summary"]["reference"]["grpo"]["best_of_n"]
     assert (mean, values) == (51.0, [50.0, 51.0, 52.0]) and abs(se - 1 / 3 ** 0.5) < 1e-12

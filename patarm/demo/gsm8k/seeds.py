@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -66,9 +67,28 @@ def table(summary: dict, seeds: Sequence[int]) -> str:
     return f"Mean ± s.e. over seeds {list(seeds)} (same held-out problems):\n\n" + "\n".join(lines)
 
 
+def share_base_judgments(run_dir: Path, first: int, seed: int) -> list[Path]:
+    """The base model's greedy judgments do not depend on the seed (one model, the same held-out prompts, no
+    sampling): a later seed starts from the first seed's `<arm>/eval/base.jsonl` instead of judging again (~240 s
+    an arm on 2 cores). Returns the files copied; one already there is kept."""
+    src_root, copied = run_dir / f"seed-{first}", []
+    for src in sorted(src_root.glob("*/eval/base.jsonl")):
+        dst = run_dir / f"seed-{seed}" / src.relative_to(src_root)
+        if not dst.exists():
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            copied.append(dst)
+    return copied
+
+
 def run_seeds(args: Any, run_one: Callable[[Any], dict]) -> dict:
-    """Every seed (resuming finished ones), then the aggregate report; returns it."""
-    reports = {seed: run_one(per_seed_args(args, seed)) for seed in args.seeds}
+    """Every seed (resuming finished ones; the base model's judgments shared from the first), then the aggregate
+    report; returns it."""
+    reports: dict[int, dict] = {}
+    for seed in args.seeds:
+        if reports:
+            share_base_judgments(Path(args.run_dir), args.seeds[0], seed)
+        reports[seed] = run_one(per_seed_args(args, seed))
     summary = aggregate(reports)
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
