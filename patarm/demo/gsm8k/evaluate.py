@@ -26,9 +26,14 @@ def judge_template(rubric_mode: str = RUBRIC_MODE) -> Any:
     return load_template(TEMPLATE, rubric_mode=rubric_mode)
 
 
+def placement(device: str) -> dict:
+    """The loading keywords that put a judge on `device` (cpu, or e.g. cuda)."""
+    return {} if device == "cpu" else {"device_map": device}
+
+
 def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
     """The generation backend of a judge: transformers on `device` (cpu, or e.g. cuda) in `dtype` weights."""
-    return {"kind": "hf", "model": model, "dtype": dtype, **({} if device == "cpu" else {"device_map": device})}
+    return {"kind": "hf", "model": model, "dtype": dtype, **placement(device)}
 
 
 def fitted_prompts(problems: Sequence[Problem], disclose: bool, skill: str, tokenizer: Any,

@@ -12,8 +12,9 @@ Evidence (each line of the `<eval>`, in this order, then the score):
     unused numbers :: none            numbers of the question the solution never mentions (up to 3), or "none"
 
 The verdict comes right after the two answers it compares (it came last until 2026-12-02): with it there, the
-SFT judge's P(pass) at the verdict separates the correct from the incorrect solution of a held-out pair 0.935 of the
-time, against 0.557 with the verdict four lines further on (docs/gsm8k-skill.md, "The verdict in probability").
+SFT judge's P(pass) at the verdict separated the correct from the incorrect solution of a held-out pair 0.935 of the
+time in a seed-0 probe, against 0.557 with the verdict four lines further on; the recipe over seeds 0-2 gives
+0.793 ± 0.088 (docs/gsm8k-skill.md, "The verdict in probability").
 
 Scale (1-10). An *issue* is one of: a wrong calculator step, a final answer that does not follow the last step,
 an unused number of the question — so 0-3 issues.

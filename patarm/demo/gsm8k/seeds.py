@@ -67,18 +67,16 @@ def table(summary: dict, seeds: Sequence[int]) -> str:
     return f"Mean ± s.e. over seeds {list(seeds)} (same held-out problems):\n\n" + "\n".join(lines)
 
 
-def share_base_judgments(run_dir: Path, first: int, seed: int) -> list[Path]:
+def share_base_judgments(run_dir: Path, first: int, seed: int) -> None:
     """The base model's greedy judgments do not depend on the seed (one model, the same held-out prompts, no
     sampling): a later seed starts from the first seed's `<arm>/eval/base.jsonl` instead of judging again (~240 s
-    an arm on 2 cores). Returns the files copied; one already there is kept."""
-    src_root, copied = run_dir / f"seed-{first}", []
-    for src in sorted(src_root.glob("*/eval/base.jsonl")):
+    an arm on 2 cores); a file already there is kept."""
+    src_root = run_dir / f"seed-{first}"
+    for src in src_root.glob("*/eval/base.jsonl"):
         dst = run_dir / f"seed-{seed}" / src.relative_to(src_root)
         if not dst.exists():
             dst.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(src, dst)
-            copied.append(dst)
-    return copied
 
 
 def run_seeds(args: Any, run_one: Callable[[Any], dict]) -> dict:

@@ -54,19 +54,19 @@ def verdict_logits(model: Any, enc: Any, ids: tuple[int, int]) -> Any:
     the model's rounding is an error rather than a silent change of what is read."""
     import torch
 
-    head = model.get_output_embeddings()
+    head, cols = model.get_output_embeddings(), list(ids)
     seen: dict[str, Any] = {}
     hook = head.register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
     try:
-        own = model(**enc, logits_to_keep=1).logits[:, -1][:, list(ids)].float()
+        own = model(**enc, logits_to_keep=1).logits[:, -1][:, cols].float()
     finally:
         hook.remove()
     if "x" not in seen:
         raise ValueError(f"{type(model).__name__} did not call its output embeddings ({type(head).__name__}) in "
                          "forward: its verdict logits cannot be read from the LM head's input")
-    exact = seen["x"][:, -1].float() @ head.weight[list(ids)].float().T
+    exact = seen["x"][:, -1].float() @ head.weight[cols].float().T
     if getattr(head, "bias", None) is not None:
-        exact = exact + head.bias[list(ids)].float()
+        exact = exact + head.bias[cols].float()
     if not torch.allclose(exact, own, rtol=1 / 64, atol=0.05):
         raise ValueError(f"the judge's logits are not its LM head's product (largest gap "
                          f"{(exact - own).abs().max().item():.3g}): this model transforms them after the head, "
@@ -126,9 +126,10 @@ def expected_records(model_dir: str, records: list[dict], make_prompts: Callable
                      dtype: str | None = None, batch_size: int = 16, device: str = "cpu") -> list[dict]:
     """Evaluation records with `scores` replaced by the expected scores and `p_pass` added; `make_prompts(tokenizer)`
     gives the judge prompts of the records' candidates in order (as they were judged), on the judging `device`."""
+    from patarm.demo.gsm8k.evaluate import placement
     from patarm.models import load_causal_lm
 
-    model, tokenizer = load_causal_lm(model_dir, dtype=dtype, **({} if device == "cpu" else {"device_map": device}))
+    model, tokenizer = load_causal_lm(model_dir, dtype=dtype, **placement(device))
     model.eval()
     texts = [t for r in records for t in r["texts"]]
     probs = verdict_probabilities(model, tokenizer, make_prompts(tokenizer), texts, batch_size)
