@@ -182,8 +182,11 @@ def _fake_report(seed: int, run_dir: str = "") -> dict:
     m = {"pair_accuracy": 0.5 + seed / 10, "best_of_n": 50.0 + seed, "top_tied_mixed": 0.1, "format_valid": 1.0,
          "consistency": {"consistent_rate": 1.0}}
     expected = {**m, "best_of_n": 60.0 + seed}
-    return {"arms": {"reference": {"stages": {"sft": m | {"expected": expected}, "grpo": m}, "bt": m,
-                                   "prep": {"sft": {"sft_rows": 8}}}}, "seconds": 1.0}
+    verdict = {"verdicts": 8, "said_pass": 0.25, "accuracy": 0.5 + seed / 4, "correct_share": 0.5,
+               "p_pass_auc": 0.7}
+    sft = m | {"expected": expected, "verdict": verdict}
+    return {"arms": {"reference": {"stages": {"sft": sft, "grpo": m}, "bt": m, "prep": {"sft": {"sft_rows": 8}}}},
+            "seconds": 1.0}
 
 
 def test_seeds_mode_and_ablation_table_without_training(tmp_path):
@@ -209,6 +212,12 @@ def test_seeds_mode_and_ablation_table_without_training(tmp_path):
     # the verdict-probability scores of a stage are a judge of their own in the seeds' table
     assert result["summary"]["reference"]["sft, verdict probability"]["best_of_n"][2] == [60.0, 61.0, 62.0]
     assert "| sft, verdict probability | reference | " in (tmp_path / "report-seeds.md").read_text()
+    # the verdict against the truth: its own table, only for stages that report it on every seed
+    cells = result["verdicts"]["reference"]
+    assert list(cells) == ["sft"] and {k: v[2] for k, v in cells["sft"].items()} == {
+        "said_pass": [0.25] * 3, "accuracy": [0.5, 0.75, 1.0], "p_pass_auc": [0.7] * 3}
+    assert "| sft | reference | 0.250 ± 0.000 | 0.750 ± 0.144 | 0.700 ± 0.000 |" in (
+        tmp_path / "report-seeds.md").read_text()
     runs = []
     out = ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path / "abl")], parse_args,
                             lambda a: runs.append(a) or _fake_report(0))

@@ -273,6 +273,7 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
     """The stage's greedy judgments (and k sampled ones when voting): metrics and evidence–verdict consistency."""
     from patarm.demo.gsm8k.consistency import readout_records
     from patarm.demo.gsm8k.consistency import summarize as consistency
+    from patarm.demo.gsm8k.verdict import verdict_summary
     from patarm.demo.gsm8k.vote import voting_summary
 
     disclose, evidence = DISCLOSES[arm]
@@ -296,8 +297,12 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
             summary |= summarize_scores(records)
             summary["consistency"] = consistency([t for r in records for t in r["texts"]])
             summary["readout"] = summarize_scores(readout_records(records))
+            verdicts = records
             if args.verdict_probability and disclose and stage != "base":
-                summary["expected"] = summarize_scores(_expected(args, arm, d, stage, model, heldout, records, clock))
+                verdicts = _expected(args, arm, d, stage, model, heldout, records, clock)
+                summary["expected"] = summarize_scores(verdicts)
+            if disclose and (truth := verdict_summary(verdicts)) is not None:
+                summary["verdict"] = truth  # the pass/fail words (and P(pass)) against the candidates' correctness
     logger.info("%s / %s: pair accuracy %.3f, format-valid %.3f, best-of-4 %.1f %%, consistent %.3f; evidence read "
                 "out: pair accuracy %.3f, best-of-4 %.1f %%", arm, stage, summary["pair_accuracy"],
                 summary["format_valid"], summary["best_of_n"], summary["consistency"]["consistent_rate"],

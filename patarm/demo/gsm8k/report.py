@@ -16,6 +16,9 @@ TIE_RULE = ("best-of-4 picks the highest-scored candidate; ties (and a judgment 
             "judgment states (final answer, reference, steps), its own verdict and score recomputed from them. Rows "
             "\"verdict probability\": the same judgments scored by the judge's own P(pass) at its `correct ::` line: "
             "p · score(pass) + (1 − p) · score(fail) of its stated facts (patarm.demo.gsm8k.verdict)")
+VERDICT_NOTE = ("The judge's own `correct :: pass|fail` against the truth (judgments with the reference mounted): the "
+                "share saying pass, the share right, the accuracy of always saying pass, and the AUC of its P(pass) "
+                "at that line over all candidates (0.5: no separation at any threshold; patarm.demo.gsm8k.verdict)")
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
@@ -45,6 +48,20 @@ def voting_table(report: dict) -> str:
             for rule, v in (m.get("voting") or {}).items():
                 lines.append(f"| {STAGE_NAMES[stage]} | {arm} | {rule} | {v['pair_accuracy']:.3f} | "
                              f"{v['best_of_n']:.2f} | {v['top_tied_mixed']:.2f} | {v['calls']} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
+def verdict_table(report: dict) -> str:
+    """Markdown: the judge's pass/fail verdicts against the truth per stage × arm, where judgments state one."""
+    lines = ["| judge | arm | verdicts | said pass | verdict accuracy | always pass would be | P(pass) AUC |",
+             "|---|---|---|---|---|---|---|"]
+    for stage in STAGE_NAMES:
+        for arm, res in report["arms"].items():
+            v = res["stages"].get(stage, {}).get("verdict")
+            if v:
+                auc = "—" if v.get("p_pass_auc") is None else f"{v['p_pass_auc']:.3f}"
+                lines.append(f"| {STAGE_NAMES[stage]} | {arm} | {v['verdicts']} | {v['said_pass']:.3f} | "
+                             f"{v['accuracy']:.3f} | {v['correct_share']:.3f} | {auc} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -133,7 +150,8 @@ def plot(report: dict, path: Path) -> None:
 def write_report(report: dict, out: Path) -> dict[str, str]:
     """Print the tables; write report.md, report.json and bo4.png; return their paths."""
     table, prep, votes = results_table(report), prep_table(report), voting_table(report)
-    prep = prep + ("\n\n" + votes if votes else "")
+    verdicts = verdict_table(report)
+    prep = prep + ("\n\n" + votes if votes else "") + ("\n\n" + VERDICT_NOTE + "\n\n" + verdicts if verdicts else "")
     print("\n" + table + "\n\n" + prep + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "bo4.png"}
     plot(report, paths["plot"])

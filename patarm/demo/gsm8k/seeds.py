@@ -67,6 +67,36 @@ def table(summary: dict, seeds: Sequence[int]) -> str:
     return f"Mean ± s.e. over seeds {list(seeds)} (same held-out problems):\n\n" + "\n".join(lines)
 
 
+VERDICT_METRICS = (("said_pass", "said pass"), ("accuracy", "verdict accuracy"), ("p_pass_auc", "P(pass) AUC"))
+
+
+def verdict_summary(reports: dict[int, dict]) -> dict:
+    """{arm: {stage: {metric: [mean, se, values]}}} of the judge's verdicts against the truth (`verdict` in a stage's
+    report, `patarm.demo.gsm8k.verdict.verdict_summary`) where every seed reports the metric."""
+    out: dict[str, dict] = {}
+    first = next(iter(reports.values()))
+    for arm, res in first["arms"].items():
+        for stage in res["stages"]:
+            vs = [r["arms"][arm]["stages"][stage].get("verdict") or {} for r in reports.values()]
+            cells = {key: [*mean_se(values), values] for key, _ in VERDICT_METRICS
+                     if None not in (values := [v.get(key) for v in vs])}
+            if cells:
+                out.setdefault(arm, {})[stage] = cells
+    return out
+
+
+def verdict_table(summary: dict) -> str:
+    lines = ["| judge | arm | " + " | ".join(name for _, name in VERDICT_METRICS) + " |",
+             "|---|---|" + "---|" * len(VERDICT_METRICS)]
+    for arm, stages in summary.items():
+        for stage, cells in stages.items():
+            row = " | ".join(f"{cells[k][0]:.3f} ± {cells[k][1]:.3f}" if k in cells else "—"
+                             for k, _ in VERDICT_METRICS)
+            lines.append(f"| {stage} | {arm} | {row} |")
+    return ("The judge's own pass/fail verdict against the truth (mean ± s.e.; a seed's report.md explains the "
+            "columns):\n\n" + "\n".join(lines)) if len(lines) > 2 else ""
+
+
 def share_base_judgments(run_dir: Path, first: int, seed: int) -> None:
     """The base model's greedy judgments do not depend on the seed (one model, the same held-out prompts, no
     sampling): a later seed starts from the first seed's `<arm>/eval/base.jsonl` instead of judging again (~240 s
@@ -87,14 +117,14 @@ def run_seeds(args: Any, run_one: Callable[[Any], dict]) -> dict:
         if reports:
             share_base_judgments(Path(args.run_dir), args.seeds[0], seed)
         reports[seed] = run_one(per_seed_args(args, seed))
-    summary = aggregate(reports)
+    summary, verdicts = aggregate(reports), verdict_summary(reports)
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = table(summary, args.seeds)
+    text = table(summary, args.seeds) + ("\n\n" + verdict_table(verdicts) if verdicts else "")
     print("\n" + text + "\n", flush=True)
     (out / "report-seeds.md").write_text(f"# GSM8K skill recipe over seeds\n\n{text}\n\nPer seed: "
                                          + ", ".join(f"seed-{s}/report.md" for s in args.seeds) + "\n")
-    result = {"seeds": list(args.seeds), "summary": summary,
+    result = {"seeds": list(args.seeds), "summary": summary, "verdicts": verdicts,
               "seconds": round(sum(r["seconds"] for r in reports.values()), 1),
               "paths": {"report_md": str(out / "report-seeds.md"), "report_json": str(out / "report-seeds.json")}}
     (out / "report-seeds.json").write_text(json.dumps(result, indent=2))

@@ -16,6 +16,11 @@ the comparison of the two answers is learned, the threshold is not. This module 
 
 Only judgments that state a mounted reference have a pass/fail verdict; others get None (the arms without the
 reference write `correct :: unknown`, which is not a decision).
+
+`verdict_summary` holds the verdict against the truth rather than against the judge's own evidence: how often the
+greedy word is `pass`, how often it is right, and whether P(pass) separates correct from incorrect candidates
+across problems (its AUC: 0.5 is no separation, whatever the threshold) — what tells a judge that has not learned
+the comparison from one that has learned it with the wrong threshold.
 """
 
 from __future__ import annotations
@@ -120,6 +125,36 @@ def expected_score(text: str, p_pass: float | None) -> float | None:
                                  () if unused == "none" else tuple(unused.split(", "))))
 
     return p_pass * score(True) + (1 - p_pass) * score(False)
+
+
+def verdict_summary(records: Sequence[dict]) -> dict[str, Any] | None:
+    """The judge's pass/fail verdicts against the candidates' correctness: `verdicts` (judgments that state one),
+    `said_pass` (their share saying pass), `accuracy` (share where the word matches the truth), `correct_share` (the
+    truth's share of correct, the accuracy of always saying pass) and, where the records carry `p_pass`, `p_pass_auc`
+    (the Mann–Whitney AUC of P(pass), correct against incorrect candidates of all problems; None when one class is
+    empty). None when no judgment states a verdict."""
+    from scipy.stats import mannwhitneyu
+
+    from patarm.judge import parse_judgment
+
+    words, truth, probs = [], [], []
+    for r in records:
+        for k, (text, right) in enumerate(zip(r["texts"], r["correct"], strict=True)):
+            word = stated(parse_judgment(text, "pointwise-compact").evaluation).get("correct")
+            if word in ("pass", "fail"):
+                words.append(word == "pass")
+                truth.append(bool(right))
+                probs.append(r["p_pass"][k] if "p_pass" in r else None)
+    if not words:
+        return None
+    n = len(words)
+    out: dict[str, Any] = {"verdicts": n, "said_pass": sum(words) / n,
+                           "accuracy": sum(w == t for w, t in zip(words, truth)) / n, "correct_share": sum(truth) / n}
+    if any(p is not None for p in probs):
+        pos = [p for p, t in zip(probs, truth) if p is not None and t]
+        neg = [p for p, t in zip(probs, truth) if p is not None and not t]
+        out["p_pass_auc"] = float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg)) if pos and neg else None
+    return out
 
 
 def expected_records(model_dir: str, records: list[dict], make_prompts: Callable[[Any], Sequence[list[dict]]],
