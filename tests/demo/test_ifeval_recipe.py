@@ -122,6 +122,19 @@ def test_teacher_cites_each_constraint_with_its_evidence_and_scores_the_share_fo
     assert ROW["prompt"] in rows[0]["messages"][0]["content"]  # the judge reads the constraints in the prompt
 
 
+def test_too_few_pairs_are_shared_between_sft_and_the_rl_pool_in_proportion(caplog):
+    from patarm.demo.ifeval.judge import split_pool
+
+    pairs = list(range(240))
+    assert split_pool(pairs, 180, 60) == (pairs[:180], pairs[180:])  # enough: the first 180, the next 60
+    assert split_pool(pairs + [0] * 9, 180, 60)[1] == pairs[180:]  # more than both ask for: the rest unused
+    with caplog.at_level("WARNING", logger="patarm.downstream"):
+        sft, rl = split_pool(pairs, 300, 80)  # the measured yield: 60 % of 400 prompts
+    assert (len(sft), len(rl)) == (189, 51) and sft + rl == pairs and "fewer than sft_pairs" in caplog.text
+    assert split_pool(pairs, 300, 0) == (pairs, [])  # no RL pool asked for: SFT takes what there is
+    assert split_pool([1, 2], 1, 100) == ([1], [2])  # at least one SFT pair
+
+
 def test_rule_reward_is_the_share_of_constraints_followed_and_the_monitor_logs_prompt_level_accuracy():
     from patarm.demo.downstream.rewards import Monitored, RuleReward
 

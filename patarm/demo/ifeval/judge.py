@@ -49,6 +49,21 @@ def _judge_backend(args: IFEvalArguments, model: str, temperature: float, cache:
                                                 batch_size=args.batch_size), cache=cache, name=cache.parent.name)
 
 
+def split_pool(train: list, sft_pairs: int, rl_pool: int) -> tuple[list, list]:
+    """The first `sft_pairs` train pairs for SFT and the next `rl_pool` for the RL set. When the pairs stage gave
+    fewer than both ask for (its yield depends on how often the policy's samples differ in constraints followed), the
+    pairs there are shared in the same proportion, with a warning, rather than leaving the RL pool empty and the
+    judge without its GRPO-PAR stage."""
+    want = sft_pairs + rl_pool
+    if len(train) >= want or not rl_pool:
+        return train[:sft_pairs], train[sft_pairs:want]
+    n_sft = min(sft_pairs, max(1, round(len(train) * sft_pairs / want))) if sft_pairs else 0
+    logger.warning("the pairs stage gave %d train pairs, fewer than sft_pairs + rl_pool = %d + %d: %d for SFT and %d "
+                   "for the RL pool (the same proportion); raise pair_prompts for more", len(train), sft_pairs,
+                   rl_pool, n_sft, len(train) - n_sft)
+    return train[:n_sft], train[n_sft:]
+
+
 def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock: Clock) -> dict[str, Any]:
     """The PaTaRM judge: teacher SFT corpus → SFT → RL set → GRPO-PAR → export/, its dev-pair accuracy, and the BT
     pairs (every pair it trained on). Returns the judge's dev-pair accuracy."""
@@ -59,7 +74,7 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
     from patarm.prep.corpus import pointwise_corpus
 
     template = load_template(TEMPLATE, rubric_mode="primary")
-    sft_pool, rl_pool = train[:args.sft_pairs], train[args.sft_pairs:args.sft_pairs + args.rl_pool]
+    sft_pool, rl_pool = split_pool(train, args.sft_pairs, args.rl_pool)
     folder = out / "prep" / "pointwise"
     if not step_done(folder):
         started = time.time()
