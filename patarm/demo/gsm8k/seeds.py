@@ -70,14 +70,14 @@ def table(summary: dict, seeds: Sequence[int]) -> str:
 VERDICT_METRICS = (("said_pass", "said pass"), ("accuracy", "verdict accuracy"), ("p_pass_auc", "P(pass) AUC"))
 
 
-def verdict_summary(reports: dict[int, dict]) -> dict:
+def verdict_aggregate(reports: dict[int, dict]) -> dict:
     """{arm: {stage: {metric: [mean, se, values]}}} of the judge's verdicts against the truth (`verdict` in a stage's
     report, `patarm.demo.gsm8k.verdict.verdict_summary`) where every seed reports the metric."""
     out: dict[str, dict] = {}
     first = next(iter(reports.values()))
     for arm, res in first["arms"].items():
         for stage in res["stages"]:
-            vs = [r["arms"][arm]["stages"][stage].get("verdict") or {} for r in reports.values()]
+            vs = [r["arms"][arm]["stages"].get(stage, {}).get("verdict") or {} for r in reports.values()]
             cells = {key: [*mean_se(values), values] for key, _ in VERDICT_METRICS
                      if None not in (values := [v.get(key) for v in vs])}
             if cells:
@@ -117,7 +117,7 @@ def run_seeds(args: Any, run_one: Callable[[Any], dict]) -> dict:
         if reports:
             share_base_judgments(Path(args.run_dir), args.seeds[0], seed)
         reports[seed] = run_one(per_seed_args(args, seed))
-    summary, verdicts = aggregate(reports), verdict_summary(reports)
+    summary, verdicts = aggregate(reports), verdict_aggregate(reports)
     out = Path(args.run_dir)
     out.mkdir(parents=True, exist_ok=True)
     text = table(summary, args.seeds) + ("\n\n" + verdict_table(verdicts) if verdicts else "")
