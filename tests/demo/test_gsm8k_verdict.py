@@ -31,17 +31,17 @@ def test_the_verdict_is_held_against_the_truth():
     said = lambda v: FACTS.format(v=v)  # noqa: E731
     records = [{"texts": [said("pass"), said("fail"), said("fail"), "no judgment"],
                 "correct": [True, True, False, False], "p_pass": [0.4, 0.3, 0.2, None]},
-               {"texts": [said("fail"), said("fail")], "correct": [True, False], "p_pass": [0.1, 0.35]}]
+               {"texts": [said("fail"), said("fail")], "correct": [True, False], "p_pass": [0.1, 0.05]}]
     v = verdict_summary(records)
     # 5 verdicts (the unreadable one is not a verdict): 1 says pass; right: pass/True, fail/False twice -> 3 of 5
     assert v["verdicts"] == 5 and v["said_pass"] == pytest.approx(0.2) and v["accuracy"] == pytest.approx(0.6)
     assert v["correct_share"] == pytest.approx(0.6)
-    # P(pass) of correct 0.4, 0.3, 0.1 against incorrect 0.2, 0.35: 3 of 6 orderings right
-    assert v["p_pass_auc"] == pytest.approx(0.5)
+    # P(pass) of correct 0.4, 0.3, 0.1 against incorrect 0.2, 0.05: 5 of 6 orderings right
+    assert v["p_pass_auc"] == pytest.approx(5 / 6)
     assert "p_pass_auc" not in verdict_summary([{k: r[k] for k in ("texts", "correct")} for r in records])
     assert verdict_summary([{"texts": ["no judgment"], "correct": [True]}]) is None
     report = {"arms": {"reference": {"stages": {"sft": {"verdict": v}, "base": {}}}}}
-    assert "| SFT | reference | 5 | 0.200 | 0.600 | 0.600 | 0.500 |" in verdict_table(report)
+    assert "| SFT | reference | 5 | 0.200 | 0.600 | 0.600 | 0.833 |" in verdict_table(report)
     assert verdict_table({"arms": {"reference": {"stages": {"base": {}}}}}) == ""
 
 
