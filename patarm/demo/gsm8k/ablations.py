@@ -6,7 +6,10 @@ changes one thing on the reference arm (same default config, seed and compute), 
 
 Rows: `baseline` (the recipe as shipped), `f-constant` (graded vs constant f(δ)), `label-reward` (PAR vs a
 pointwise ±1 label reward), `sft-more` (GRPO-PAR vs more SFT epochs), `rubric-adaptive` (rubric mode primary vs
-adaptive). `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`).
+adaptive). `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`); the rows
+that change only GRPO (f-constant, label-reward) link the baseline row's SFT judge, corpus, RL set and judgments
+(`reuse_sft`, patarm.demo.gsm8k.reuse), so they differ from it in GRPO alone. `--reuse_sft RUN` (e.g. a finished
+main run of the same seed and sizes) starts every row whose SFT arguments match from that run's SFT judge.
 """
 
 from __future__ import annotations
@@ -64,18 +67,20 @@ def row(name: str, report: dict) -> dict:
         m = arm["stages"][stage]
         out[stage] = {k: m[k] for k in ("pair_accuracy", "best_of_n", "top_tied_mixed")} | {
             "consistent": m["consistency"]["consistent_rate"]}
+    reused = report.get("reused", {}).get("reference", {})
+    out["sft_judge"] = f"linked from {reused['from']}" if "sft" in reused.get("stages", []) else "own"
     out["seconds"] = report["seconds"]
     return out
 
 
 def table(rows: list[dict]) -> str:
     lines = ["| ablation | SFT pair acc. | SFT best-of-4 % | final stage | pair acc. | best-of-4 % | top tied "
-             "(correct & incorrect) | consistent |", "|---|---|---|---|---|---|---|---|"]
+             "(correct & incorrect) | consistent | SFT judge |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, f = r["sft"], r[r["final_stage"]]
         lines.append(f"| {r['ablation']} | {s['pair_accuracy']:.3f} | {s['best_of_n']:.2f} | {r['final_stage']} | "
                      f"{f['pair_accuracy']:.3f} | {f['best_of_n']:.2f} | {f['top_tied_mixed']:.2f} | "
-                     f"{f['consistent']:.3f} |")
+                     f"{f['consistent']:.3f} | {r.get('sft_judge', 'own')} |")
     return "\n".join(lines)
 
 
@@ -84,9 +89,12 @@ def run_all(argv: list[str], parse: Callable, run: Callable) -> dict:
     _, argv = flag_value(argv, "--ablation")
     root, argv = flag_value(argv, "--run_dir")
     root = Path(root or DEFAULT_ROOT)
+    given, _ = flag_value(argv, "--reuse_sft")
     rows, seconds = [], 0.0
     for name in names():
-        report = run(parse([*argv, "--ablation", name, "--run_dir", str(root / name)]))
+        # a row that changes only GRPO starts from the baseline row's SFT judge (patarm.demo.gsm8k.reuse decides)
+        reuse = [] if given or name == "baseline" else ["--reuse_sft", str(root / "baseline")]
+        report = run(parse([*argv, *reuse, "--ablation", name, "--run_dir", str(root / name)]))
         rows.append(row(name, report))
         seconds += report["seconds"]
     text = table(rows)

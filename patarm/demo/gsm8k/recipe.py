@@ -127,6 +127,9 @@ class GSM8KArguments(RunArguments):
                                    "the seeds mode keeps one split for every seed"})
     seeds: list[int] | None = field(default=None, metadata={"help": "run the recipe once per seed into "
                                     "{run_dir}/seed-<s>/ (same held-out problems) and report mean ± s.e."})
+    reuse_sft: str = field(default="", metadata={"help": "a finished run folder of this recipe whose SFT judge (and "
+                           "SFT corpus, RL set, base and SFT judgments) each arm links instead of redoing, where the "
+                           "arguments that decide them are equal (patarm.demo.gsm8k.reuse): GRPO-only ablations"})
     ablation: str = field(default="", metadata={"help": "an ablation of the reference arm (its config in "
                           "patarm/demo/configs/gsm8k-ablations/ is read after the default), or all (every one, "
                           "then the table)"})
@@ -189,13 +192,19 @@ def run(args: GSM8KArguments) -> dict:
     sft_set = gsm8k_data.take(train, args.sft_problems)
     rl_pool = gsm8k_data.take(train, args.rl_problems, start=args.sft_problems)
     _check_split(out, heldout, sft_set, rl_pool)
+    reused = {}
+    if args.reuse_sft:
+        from patarm.demo.gsm8k.reuse import reuse_sft
+
+        reused = reuse_sft(args.reuse_sft, out, args.arms, asdict(args))
     logger.info("%d problems (%s); held out %d, SFT pairs from %d problems, RL pool from %d", len(problems),
                 manifest.to_dict()["dropped"] or "none dropped", len(heldout), len(sft_set), len(rl_pool))
     arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock) for arm in args.arms}
     baselines = pool_baselines(heldout) | {"skill_no_reference": skill_selection(heldout)}
     report = {"command": "patarm quickstart --recipe gsm8k-skill", "arguments": asdict(args),
               "baselines": baselines, "arms": arms, "timings": clock.timings,
-              "seconds": round(time.time() - clock.t0, 1), "data": manifest.to_dict()}
+              "seconds": round(time.time() - clock.t0, 1), "data": manifest.to_dict()} | (
+                  {"reused": reused} if reused else {})
     return report | {"paths": write_report(report, out)}
 
 

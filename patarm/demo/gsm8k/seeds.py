@@ -30,9 +30,12 @@ def mean_se(values: Sequence[float]) -> tuple[float, float]:
 
 
 def per_seed_args(args: Any, seed: int) -> Any:
-    """One seed's arguments: its own run folder, the shared split seed, no nested seeds."""
+    """One seed's arguments: its own run folder, the shared split seed, no nested seeds (and the SFT judge to reuse,
+    if any, from the same seed's folder of that run)."""
     split_seed = args.seed if args.split_seed is None else args.split_seed
-    return replace(args, seed=seed, seeds=None, split_seed=split_seed, run_dir=str(Path(args.run_dir) / f"seed-{seed}"))
+    reuse = str(Path(args.reuse_sft) / f"seed-{seed}") if getattr(args, "reuse_sft", "") else ""
+    return replace(args, seed=seed, seeds=None, split_seed=split_seed, run_dir=str(Path(args.run_dir) / f"seed-{seed}"),
+                   reuse_sft=reuse)
 
 
 READINGS = {"readout": "evidence read out", "expected": "verdict probability"}

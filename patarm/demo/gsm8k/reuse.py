@@ -1,0 +1,96 @@
+"""Reuse a finished run's SFT judge (`reuse_sft: DIR`): an ablation that changes only GRPO (the reward, the margin
+f(δ)) starts from the same SFT judge as the baseline, so linking the baseline's SFT stages makes the comparison
+exact (one SFT judge, not two that differ by kernel noise) and saves the SFT stage's time (39 of the 123 min of the
+reference arm at the CPU default's sizes).
+
+What is linked, per arm, when the source's recipe arguments that decide it equal this run's:
+- `prep/pointwise/` (the SFT corpus) and `sft/` (the SFT judge) — `SFT_KEYS`;
+- `prep/rl/` (the RL set, the SFT judge's rollouts) — also `RL_KEYS`;
+- `eval/base.*`, `eval/sft.*`, `eval/sft-expected.jsonl` (greedy judgments of the base and SFT judges) — also
+  `EVAL_KEYS` (copied, not linked: a later stage may delete its own evaluation).
+
+Folders are symbolic links to the source (nothing large is copied; the source must stay). A stage this run has
+already is kept. Anything that differs is named in the log and redone here.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+from patarm.demo.kit import step_done, trained
+from patarm.io import read_json
+
+logger = logging.getLogger("patarm.gsm8k")
+
+SFT_KEYS = ("data_dir", "model", "teacher", "skill", "rubric_mode", "sft_epochs", "heldout_problems", "sft_problems",
+            "pairs_per_problem", "sft_min_margin", "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens",
+            "sft_config", "seed", "split_seed")
+RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "eval_dtype", "eval_batch_size", "judge_device")
+EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probability")
+CONFIG_KEYS = ("sft_config",)
+
+
+def _value(args: dict, key: str) -> Any:
+    """A recipe argument as compared: a stage config by its text when the file exists (paths differ by checkout)."""
+    value = args.get(key)
+    if key in CONFIG_KEYS and value and Path(value).is_file():
+        return Path(value).read_text()
+    return value
+
+
+def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
+    """The keys whose values differ between two runs' recipe arguments."""
+    return [k for k in keys if _value(source, k) != _value(ours, k)]
+
+
+def _link(src: Path, dst: Path) -> None:
+    """`dst` → `src` unless this run has `dst` already (a stage of its own is kept)."""
+    if not (dst.exists() or dst.is_symlink()):
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.symlink_to(src.resolve(), target_is_directory=True)
+
+
+def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours: dict) -> dict:
+    """Link the source run's SFT stages of each arm into `run_dir` where their arguments match; returns what was
+    reused per arm (and why not, where not) — the report's `reused`."""
+    source_dir = Path(source_dir)
+    report = source_dir / "report.json"
+    if not report.is_file():
+        raise ValueError(f"reuse_sft {source_dir}: no report.json there — name a finished run folder of this recipe "
+                         "(its SFT judge and its recipe arguments are read from it)")
+    source = read_json(report)["arguments"]
+    if (source_dir / "split.json").is_file() and (Path(run_dir) / "split.json").is_file() and \
+            read_json(source_dir / "split.json") != read_json(Path(run_dir) / "split.json"):
+        raise ValueError(f"reuse_sft {source_dir}: its held-out/SFT/RL split differs from {run_dir}'s split.json")
+    out: dict[str, Any] = {}
+    sft_diff, rl_diff = differences(source, ours, SFT_KEYS), differences(source, ours, RL_KEYS)
+    for arm in arms:
+        src, dst = source_dir / arm, Path(run_dir) / arm
+        own = (dst / "sft").exists() and not (dst / "sft").is_symlink()
+        if sft_diff or own or arm not in source.get("arms", []) or not trained(src / "sft"):
+            why = (f"arguments differ: {sft_diff}" if sft_diff else "this run has an SFT stage of its own" if own
+                   else "no finished SFT stage of this arm there")
+            logger.info("%s: the SFT judge is not reused from %s (%s)", arm, source_dir, why)
+            out[arm] = {"from": str(source_dir), "stages": [], "not_reused": why}
+            continue
+        for name in ("prep/pointwise", "sft"):
+            _link(src / name, dst / name)
+        if not rl_diff and step_done(src / "prep" / "rl"):
+            _link(src / "prep" / "rl", dst / "prep" / "rl")
+        stages = [n for n in ("prep/pointwise", "sft", "prep/rl") if (dst / n).is_symlink()]
+        if not differences(source, ours, EVAL_KEYS):
+            (dst / "eval").mkdir(parents=True, exist_ok=True)
+            for pattern in ("base.*", "sft.*", "sft-expected.jsonl"):
+                for path in sorted((src / "eval").glob(pattern)):
+                    copy = dst / "eval" / path.name
+                    if not copy.exists():
+                        shutil.copy2(path, copy)
+                    if copy.stat().st_size == path.stat().st_size:
+                        stages.append(f"eval/{path.name}")
+        logger.info("%s: reused from %s: %s%s", arm, source_dir, ", ".join(stages) or "nothing",
+                    f" (RL set redone: {rl_diff} differ)" if rl_diff else "")
+        out[arm] = {"from": str(source_dir), "stages": stages} | ({"rl_differs": rl_diff} if rl_diff else {})
+    return out

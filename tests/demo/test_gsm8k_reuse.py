@@ -1,0 +1,94 @@
+"""`reuse_sft`: a GRPO-only ablation links a finished run's SFT judge, corpus, RL set and judgments; anything whose
+deciding arguments differ is redone (no training here: the stage folders are faked by their completion markers)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from patarm.demo.gsm8k import ablations, seeds
+from patarm.demo.gsm8k.recipe import parse_args
+from patarm.demo.gsm8k.reuse import reuse_sft
+from patarm.io import write_json
+
+
+def _finished_run(root: Path, *flags: str) -> Path:
+    args = parse_args(["--ablation", "baseline", "--run_dir", str(root), *flags])
+    arm = root / "reference"
+    for marker in ("sft/patarm_config.json", "prep/pointwise/manifest.json", "prep/rl/manifest.json",
+                   "eval/base.jsonl", "eval/sft.jsonl", "eval/sft-expected.jsonl", "eval/grpo.jsonl"):
+        (arm / marker).parent.mkdir(parents=True, exist_ok=True)
+        (arm / marker).write_text(marker)
+    write_json({"arguments": asdict(args)}, root / "report.json")
+    write_json({"heldout": ["a"], "sft": ["b"], "rl": ["c"]}, root / "split.json")
+    return root
+
+
+def _reuse(src: Path, dst: Path, *flags: str) -> dict:
+    args = parse_args(["--run_dir", str(dst), "--reuse_sft", str(src), *flags])
+    return reuse_sft(args.reuse_sft, dst, args.arms, asdict(args))
+
+
+def test_a_grpo_only_ablation_links_the_sft_judge_and_copies_its_judgments(tmp_path):
+    src = _finished_run(tmp_path / "baseline")
+    dst = tmp_path / "label"
+    got = _reuse(src, dst, "--ablation", "label-reward")["reference"]
+    assert got["stages"] == ["prep/pointwise", "sft", "prep/rl", "eval/base.jsonl", "eval/sft.jsonl",
+                             "eval/sft-expected.jsonl"]
+    arm = dst / "reference"
+    assert (arm / "sft").resolve() == (src / "reference" / "sft").resolve()
+    assert (arm / "prep" / "rl" / "manifest.json").read_text() == "prep/rl/manifest.json"
+    assert not (arm / "eval" / "grpo.jsonl").exists()          # the stage the ablation changes is its own
+    assert not (arm / "eval" / "sft.jsonl").is_symlink()       # copied: forget_eval may delete it here
+    # resuming links nothing twice and reports the same
+    assert _reuse(src, dst, "--ablation", "label-reward")["reference"]["stages"] == got["stages"]
+
+
+def test_what_differs_is_redone_and_named(tmp_path):
+    src = _finished_run(tmp_path / "baseline")
+    got = _reuse(src, tmp_path / "adaptive", "--ablation", "rubric-adaptive")["reference"]
+    assert got["stages"] == [] and "rubric_mode" in got["not_reused"] and "max_new_tokens" in got["not_reused"]
+    assert not (tmp_path / "adaptive" / "reference" / "sft").exists()
+    # other rollouts: the SFT judge is the same, its RL set is not
+    got = _reuse(src, tmp_path / "rollouts", "--ablation", "label-reward", "--rl_rollouts", "8")["reference"]
+    assert got["stages"][:2] == ["prep/pointwise", "sft"] and "prep/rl" not in got["stages"]
+    assert got["rl_differs"] == ["rl_rollouts"] and not (tmp_path / "rollouts" / "reference" / "prep" / "rl").exists()
+    # a run that trained its own SFT judge keeps it and links nothing beside it
+    own = tmp_path / "own" / "reference" / "sft"
+    own.mkdir(parents=True)
+    got = _reuse(src, tmp_path / "own", "--ablation", "f-constant")["reference"]
+    assert got["stages"] == [] and "its own" in got["not_reused"]
+
+
+def test_a_source_that_is_not_a_finished_run_or_has_another_split_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no report.json"):
+        _reuse(tmp_path / "missing", tmp_path / "dst")
+    src = _finished_run(tmp_path / "baseline")
+    write_json({"heldout": ["z"], "sft": ["b"], "rl": ["c"]}, tmp_path / "dst" / "split.json")
+    with pytest.raises(ValueError, match="split differs"):
+        _reuse(src, tmp_path / "dst")
+
+
+def test_the_ablation_table_and_the_seeds_mode_pass_the_sft_judge_on(tmp_path):
+    runs = []
+    out = ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path)], parse_args,
+                            lambda a: runs.append(a) or _report(a.reuse_sft))
+    assert {a.ablation: a.reuse_sft for a in runs} == {"baseline": "", **{
+        n: str(tmp_path / "baseline") for n in ablations.names()[1:]}}
+    assert [r["sft_judge"] for r in out["rows"]][:2] == ["own", f"linked from {tmp_path / 'baseline'}"]
+    assert f"| linked from {tmp_path / 'baseline'} |" in (tmp_path / "ablations.md").read_text()
+    runs.clear()
+    ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path), "--reuse_sft", "/main"], parse_args,
+                      lambda a: runs.append(a) or _report(a.reuse_sft))
+    assert {a.reuse_sft for a in runs} == {"/main"}
+    args = parse_args(["--run_dir", "r", "--seeds", "0", "1", "--reuse_sft", "main"])
+    assert seeds.per_seed_args(args, 1).reuse_sft == str(Path("main") / "seed-1")
+    assert seeds.per_seed_args(parse_args(["--run_dir", "r", "--seeds", "0"]), 0).reuse_sft == ""
+
+
+def _report(reuse: str = "") -> dict:
+    m = {"pair_accuracy": 0.5, "best_of_n": 50.0, "top_tied_mixed": 0.1, "consistency": {"consistent_rate": 1.0}}
+    return {"arms": {"reference": {"stages": {"sft": m, "grpo": m}, "prep": {"sft": {"sft_rows": 8}}}},
+            "seconds": 1.0} | ({"reused": {"reference": {"from": reuse, "stages": ["sft"]}}} if reuse else {})
