@@ -298,3 +298,32 @@ def test_the_report_lists_the_official_scorer_figures_of_each_policy():
     assert "| start (the policy before GRPO) | 541 | 25.50 | 36.25 | 27.00 | 38.00 |" in text
     assert "grpo-rule" not in text and "reward = rule" not in text
     assert official_table({"start": {"greedy": {}}}) == ""
+
+
+def test_dtype_auto_follows_the_cpu_and_reaches_the_measurement(monkeypatch, tmp_path):
+    """`dtype: auto` is bf16 only where the CPU computes in it; the measured policy is loaded in that dtype."""
+    import patarm.models
+    import patarm.train.common as common
+    from patarm.demo.downstream import loop
+    from patarm.demo.ifeval.recipe import parse_args
+
+    for has, want in ((False, "float32"), (True, "bfloat16")):
+        monkeypatch.setattr(common, "cpu_bf16", lambda has=has: (has, ""))
+        assert parse_args(["--dtype", "auto"]).dtype == want
+    assert parse_args(["--dtype", "float32"]).dtype == "float32"
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def fake_load(path, dtype=None, **kw):
+        seen.append(dtype)
+        raise Stop
+
+    monkeypatch.setattr(patarm.models, "load_causal_lm", fake_load)
+    args = parse_args(["--dtype", "auto", "--run_dir", str(tmp_path)])
+    from patarm.demo.downstream.eval import EvalSettings, Evaluator
+
+    with pytest.raises(Stop):
+        loop.stage_eval(args, tmp_path / "start.json", "policy", Evaluator([], EvalSettings(0, 1.0, 8, 4, 0, False)))
+    assert seen == ["bfloat16"]  # the last monkeypatched CPU has bf16 instructions

@@ -87,8 +87,9 @@ class Evaluator:
         return self.score(drawn, scorer_names)
 
     def evaluate_folder(self, path: str, backend: str = "hf", scorer_names: Sequence[str] | None = None,
-                        ) -> dict[str, Any]:
-        """A saved policy (folder or model spec) measured, generating with transformers or vLLM."""
+                        dtype: str | None = None) -> dict[str, Any]:
+        """A saved policy (folder or model spec) measured, generating with transformers (its weights in `dtype`;
+        None: as saved) or vLLM."""
         if backend == "vllm":
             from patarm.backends.vllm import VLLMBackend
 
@@ -98,7 +99,7 @@ class Evaluator:
             from patarm.backends.hf import HFBackend
             from patarm.models import load_causal_lm
 
-            model, tokenizer = load_causal_lm(path)
+            model, tokenizer = load_causal_lm(path, dtype=dtype)
             drawn = self.draw(lambda options: HFBackend(model.eval(), tokenizer, options))
         return self.score(drawn, scorer_names)
 

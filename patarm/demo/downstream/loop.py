@@ -211,7 +211,8 @@ def stage_eval(args: DownstreamArguments, path: Path, model_path: str, evaluator
     """A saved policy measured on the held-out items (cached in `path`)."""
     if path.is_file():
         return read_json(path)
-    return save_result(args, evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with), path)
+    return save_result(args, evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with,
+                                                       getattr(args, "dtype", None)), path)
 
 
 def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -> dict[str, Any]:
@@ -256,7 +257,8 @@ def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, s
     train_policy(args, out, folder, policy, Monitored(scorers[reward]), evaluator, [reward])
     if not main:
         return {}
-    return save_result(args, evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with),
+    return save_result(args, evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with,
+                                                       getattr(args, "dtype", None)),
                        folder / "result.json")
 
 
