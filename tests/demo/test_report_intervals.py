@@ -35,6 +35,13 @@ def test_gsm8k_intervals_resample_problems():
     table = results_table(report)
     assert f"0.500 [{lo:.3f}, {hi:.3f}]" in table and "| single model: m | 40.00 [20.0, 60.0] |" in table
     assert "| SFT, verdict probability | reference | 0.500" in table and "| 75.00 [" in table
+    # the GRPO stage's row names its reward: the label-reward ablation is not GRPO-PAR
+    report["arms"]["reference"]["stages"]["grpo"] = s
+    assert "| SFT + GRPO-PAR | reference |" in results_table(report)
+    report["arguments"] = {"reward": "label", "margin": "graded"}
+    assert "| SFT + GRPO (label reward) | reference |" in results_table(report)
+    report["arguments"] = {"reward": "par", "margin": "constant"}
+    assert "| SFT + GRPO-PAR, constant f(δ) | reference |" in results_table(report)
 
 
 def test_downstream_verified_accuracy_interval_resamples_prompts():

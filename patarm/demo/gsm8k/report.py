@@ -22,6 +22,14 @@ VERDICT_NOTE = ("The judge's own `correct :: pass|fail` against the truth (judgm
 STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SFT + GRPO-PAR"}
 
 
+def stage_names(report: dict) -> dict[str, str]:
+    """The stages' row names; the GRPO stage's says its reward (the label-reward ablation is not GRPO-PAR)."""
+    args = report.get("arguments") or {}
+    grpo = ("SFT + GRPO (label reward)" if args.get("reward") == "label" else
+            "SFT + GRPO-PAR, constant f(δ)" if args.get("margin") == "constant" else STAGE_NAMES["grpo"])
+    return STAGE_NAMES | {"grpo": grpo}
+
+
 ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
               "evidence": "arithmetic check disclosed, reference not"}
 
@@ -41,18 +49,20 @@ def _row(name: str, arm: str, m: dict, valid: bool = True) -> str:
 
 def voting_table(report: dict) -> str:
     """Markdown: voting@k and adaptive voting per arm × stage judged with samples, with the judge calls spent."""
+    names = stage_names(report)
     lines = ["| judge | arm | rule | pair accuracy | best-of-4 % | top tied (correct & incorrect) | judge calls |",
              "|---|---|---|---|---|---|---|"]
     for arm, res in report["arms"].items():
         for stage, m in res["stages"].items():
             for rule, v in (m.get("voting") or {}).items():
-                lines.append(f"| {STAGE_NAMES[stage]} | {arm} | {rule} | {v['pair_accuracy']:.3f} | "
+                lines.append(f"| {names[stage]} | {arm} | {rule} | {v['pair_accuracy']:.3f} | "
                              f"{v['best_of_n']:.2f} | {v['top_tied_mixed']:.2f} | {v['calls']} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def verdict_table(report: dict) -> str:
     """Markdown: the judge's pass/fail verdicts against the truth per stage × arm, where judgments state one."""
+    names = stage_names(report)
     lines = ["| judge | arm | verdicts | said pass | verdict accuracy | always pass would be | P(pass) AUC |",
              "|---|---|---|---|---|---|---|"]
     for stage in STAGE_NAMES:
@@ -60,27 +70,28 @@ def verdict_table(report: dict) -> str:
             v = res["stages"].get(stage, {}).get("verdict")
             if v:
                 auc = "—" if v.get("p_pass_auc") is None else f"{v['p_pass_auc']:.3f}"
-                lines.append(f"| {STAGE_NAMES[stage]} | {arm} | {v['verdicts']} | {v['said_pass']:.3f} | "
+                lines.append(f"| {names[stage]} | {arm} | {v['verdicts']} | {v['said_pass']:.3f} | "
                              f"{v['accuracy']:.3f} | {v['correct_share']:.3f} | {auc} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def results_table(report: dict) -> str:
     """Markdown: every stage × arm, the BT baseline per arm, then the pool's baselines."""
+    names = stage_names(report)
     lines = ["| judge | arm | pair accuracy [95% CI] | format-valid | best-of-4 % [95% CI] | top score tied | "
              "top tied (correct & incorrect) | evidence–verdict consistent |", "|---|---|---|---|---|---|---|---|"]
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if stage in res["stages"]:
-                lines.append(_row(STAGE_NAMES[stage], arm, res["stages"][stage]))
+                lines.append(_row(names[stage], arm, res["stages"][stage]))
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if "readout" in res["stages"].get(stage, {}):
-                lines.append(_row(f"{STAGE_NAMES[stage]}, evidence read out", arm, res["stages"][stage]["readout"]))
+                lines.append(_row(f"{names[stage]}, evidence read out", arm, res["stages"][stage]["readout"]))
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             if "expected" in res["stages"].get(stage, {}):
-                lines.append(_row(f"{STAGE_NAMES[stage]}, verdict probability", arm, res["stages"][stage]["expected"]))
+                lines.append(_row(f"{names[stage]}, verdict probability", arm, res["stages"][stage]["expected"]))
     for arm, res in report["arms"].items():
         if "bt" in res:
             lines.append(_row("BT scalar RM (same base, same pairs)", arm, res["bt"], valid=False))
@@ -113,6 +124,7 @@ def prep_table(report: dict) -> str:
 
 def plot(report: dict, path: Path) -> None:
     """Two panels: best-of-4 (with the pool's baselines as lines) and pair accuracy, per judge and arm."""
+    names = stage_names(report)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -120,7 +132,7 @@ def plot(report: dict, path: Path) -> None:
 
     arms = list(report["arms"])
     judges = [s for s in STAGE_NAMES if any(s in r["stages"] for r in report["arms"].values())] + ["bt"]
-    labels = [STAGE_NAMES.get(j, "BT").replace(" (SmolLM2-135M-Instruct)", "") for j in judges]
+    labels = [names.get(j, "BT").replace(" (SmolLM2-135M-Instruct)", "") for j in judges]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     width = 0.8 / len(arms)
     for panel, (key, title) in enumerate((("best_of_n", "best-of-4 accuracy (%)"), ("pair_accuracy", "pair accuracy"))):
