@@ -58,15 +58,24 @@ def inject(argv: list[str]) -> list[str]:
     return ["--config", str(config_of(name))] if name else []
 
 
+def _pair(m: dict | None) -> str:
+    return "—" if not m else f"{m['pair_accuracy']:.3f} / {m['best_of_n']:.2f}"
+
+
 def row(name: str, report: dict) -> dict:
-    """The reference arm's figures of one ablation run: SFT and the final stage."""
+    """The reference arm's figures of one ablation run: SFT and the final stage, each read three ways (its own
+    score, the evidence read out, the verdict probability) with its verdict against the truth."""
     arm = report["arms"]["reference"]
     final = "grpo" if "grpo" in arm["stages"] else "sft"
     out = {"ablation": name, "final_stage": final, "sft_rows": arm["prep"]["sft"].get("sft_rows")}
     for stage in ("sft", final):
         m = arm["stages"][stage]
+        verdict = m.get("verdict") or {}
         out[stage] = {k: m[k] for k in ("pair_accuracy", "best_of_n", "top_tied_mixed")} | {
-            "consistent": m["consistency"]["consistent_rate"]}
+            "consistent": m["consistency"]["consistent_rate"],
+            "readout": {k: m["readout"][k] for k in ("pair_accuracy", "best_of_n")} if "readout" in m else None,
+            "expected": {k: m["expected"][k] for k in ("pair_accuracy", "best_of_n")} if "expected" in m else None,
+            "said_pass": verdict.get("said_pass"), "p_pass_auc": verdict.get("p_pass_auc")}
     reused = report.get("reused", {}).get("reference", {})
     out["sft_judge"] = f"linked from {reused['from']}" if "sft" in reused.get("stages", []) else "own"
     out["seconds"] = report["seconds"]
@@ -74,13 +83,19 @@ def row(name: str, report: dict) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| ablation | SFT pair acc. | SFT best-of-4 % | final stage | pair acc. | best-of-4 % | top tied "
-             "(correct & incorrect) | consistent | SFT judge |", "|---|---|---|---|---|---|---|---|---|"]
+    """Markdown: one row per ablation; pair accuracy / best-of-4 % of the final stage read three ways."""
+    def num(v: float | None) -> str:
+        return "—" if v is None else f"{v:.3f}"
+
+    lines = ["| ablation | final stage | own score: pair acc. / best-of-4 % | evidence read out | "
+             "verdict probability | said pass | P(pass) AUC | top tied (correct & incorrect) | consistent | SFT: own / verdict probability | "
+             "SFT judge |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, f = r["sft"], r[r["final_stage"]]
-        lines.append(f"| {r['ablation']} | {s['pair_accuracy']:.3f} | {s['best_of_n']:.2f} | {r['final_stage']} | "
-                     f"{f['pair_accuracy']:.3f} | {f['best_of_n']:.2f} | {f['top_tied_mixed']:.2f} | "
-                     f"{f['consistent']:.3f} | {r.get('sft_judge', 'own')} |")
+        lines.append(f"| {r['ablation']} | {r['final_stage']} | {_pair(f)} | {_pair(f.get('readout'))} | "
+                     f"{_pair(f.get('expected'))} | {num(f.get('said_pass'))} | {num(f.get('p_pass_auc'))} | "
+                     f"{f['top_tied_mixed']:.2f} | {f['consistent']:.3f} | {_pair(s)}; {_pair(s.get('expected'))} | "
+                     f"{r.get('sft_judge', 'own')} |")
     return "\n".join(lines)
 
 
