@@ -88,8 +88,8 @@ def table(rows: list[dict]) -> str:
         return "—" if v is None else f"{v:.3f}"
 
     lines = ["| ablation | final stage | own score: pair acc. / best-of-4 % | evidence read out | "
-             "verdict probability | said pass | P(pass) AUC | top tied (correct & incorrect) | consistent | SFT: own / verdict probability | "
-             "SFT judge |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "verdict probability | said pass | P(pass) AUC | top tied (correct & incorrect) | consistent | "
+             "SFT: own / verdict probability | SFT judge |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s, f = r["sft"], r[r["final_stage"]]
         lines.append(f"| {r['ablation']} | {r['final_stage']} | {_pair(f)} | {_pair(f.get('readout'))} | "
