@@ -241,6 +241,11 @@ def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
                                          "constant", "--reward", "label")
     assert (data_args.rubric_mode, data_args.margin, data_args.reward) == ("adaptive", "constant", "label")
     assert (grpo_args.max_steps, grpo_args.max_completion_length) == (40, 96)
+    # the KL experiment's stage config is the GRPO config with beta alone changed
+    _, kl_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo-kl.yaml"), tmp_path, "--model_name_or_path", "x")
+    _, plain, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")
+    assert (kl_args.beta, plain.beta) == (0.04, 0.0)
+    assert {k for k, v in vars(kl_args).items() if v != getattr(plain, k)} - {"distributed_state"} == {"beta"}
     sft = stage_args("sft", str(CONFIG_DIR / "gsm8k-sft.yaml"), tmp_path, "--model_name_or_path", "x",
                      "--max_length", "560", "--num_train_epochs", "2")
     assert any(getattr(a, "max_length", None) == 560 and getattr(a, "num_train_epochs", None) == 2 for a in sft)
