@@ -254,7 +254,7 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
             "--sample_max_new_tokens", "12", "--sft_pairs", "3", "--rl_pool", "3", "--rl_rollouts", "2",
             "--rl_keep", "0.0", "1.0", "--judge_grpo_steps", "1", "--max_prompt_tokens", "512",
             "--judge_max_new_tokens", "24", "--heldout_prompts", "4", "--eval_max_new_tokens", "12", "--eval_every",
-            "1", "--grpo_steps", "2", "--rl_prompts", "8", "--batch_size", "16"]
+            "1", "--grpo_steps", "2", "--rl_prompts", "8", "--batch_size", "16", "--dtype", "float32"]
     run_cli(*argv)
     report = json.loads((run / "report.json").read_text())
     assert set(report["policies"]) == {"start", "grpo-judge", "grpo-bt", "grpo-rule"}
