@@ -1,7 +1,7 @@
 """Reuse a finished run's SFT judge (`reuse_sft: DIR`): an ablation that changes only GRPO (the reward, the margin
 f(δ)) starts from the same SFT judge as the baseline, so linking the baseline's SFT stages makes the comparison
-exact (one SFT judge, not two that differ by kernel noise) and saves the SFT stage's time (39 of the 123 min of the
-reference arm at the CPU default's sizes).
+exact (one SFT judge, not two that differ by kernel noise) and saves what comes before GRPO: ~69 min a row of the
+reference arm at the CPU default's sizes (SFT 39, RL set 9, base and SFT judgings 21; measured 2026-12-03).
 
 What is linked, per arm, when the source's recipe arguments that decide it equal this run's:
 - `prep/pointwise/` (the SFT corpus) and `sft/` (the SFT judge) — `SFT_KEYS`;
