@@ -92,3 +92,25 @@ def _report(reuse: str = "") -> dict:
     m = {"pair_accuracy": 0.5, "best_of_n": 50.0, "top_tied_mixed": 0.1, "consistency": {"consistent_rate": 1.0}}
     return {"arms": {"reference": {"stages": {"sft": m, "grpo": m}, "prep": {"sft": {"sft_rows": 8}}}},
             "seconds": 1.0} | ({"reused": {"reference": {"from": reuse, "stages": ["sft"]}}} if reuse else {})
+
+
+def test_another_grpo_seed_reuses_the_sft_judge_and_reaches_the_grpo_stage_alone(tmp_path, monkeypatch):
+    src = _finished_run(tmp_path / "baseline")
+    got = _reuse(src, tmp_path / "g1", "--ablation", "baseline", "--grpo_seed", "1")["reference"]
+    assert {"sft", "prep/rl"} <= set(got["stages"])
+    from patarm.demo.gsm8k import recipe
+
+    calls = []
+    for name, fake in {"prep_sft_corpus": lambda *a, **k: {}, "trained": lambda folder: Path(folder).name == "sft",
+                       "judge_folder": lambda folder: folder, "rl_stage": lambda *a, **k: {"kept": 1},
+                       "forget_eval": lambda *a: None, "stage_args": lambda stage, config, d, *flags: (stage, flags),
+                       "train_stage": lambda stage, parsed: calls.append(parsed), "_evaluate": lambda *a, **k: {},
+                       "grpo_curve": lambda path: []}.items():
+        monkeypatch.setattr(recipe, name, fake)
+    clock = type("Clock", (), {"done": lambda *a: None})()
+    for flags, seed in (([], "0"), (["--grpo_seed", "3"], "3")):
+        calls.clear()
+        args = parse_args(["--ablation", "baseline", "--run_dir", str(tmp_path / "r"), *flags])
+        recipe.run_arm(args, "reference", tmp_path / "r" / "reference", [], [], [], clock)
+        [(stage, given)] = calls  # the SFT judge is there: GRPO is the only stage trained
+        assert stage == "grpo" and given[given.index("--seed") + 1] == seed

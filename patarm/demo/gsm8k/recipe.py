@@ -123,6 +123,8 @@ class GSM8KArguments(RunArguments):
     grpo_config: str = field(default="gsm8k-grpo.yaml", metadata={"path": "input", "help": "the GRPO stage config"})
     bt_config: str = field(default="gsm8k-bt.yaml", metadata={"path": "input", "help": "the BT stage config"})
     seed: int = field(default=0, metadata={"help": "seed of the split, the pairs, the models and the sampling"})
+    grpo_seed: int | None = field(default=None, metadata={"help": "the GRPO stage's seed (default: seed); another "
+                                  "value with reuse_sft runs GRPO again from the same SFT judge and RL set"})
     split_seed: int | None = field(default=None, metadata={"help": "seed of the held-out split (default: seed); "
                                    "the seeds mode keeps one split for every seed"})
     seeds: list[int] | None = field(default=None, metadata={"help": "run the recipe once per seed into "
@@ -241,7 +243,8 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
         if not trained(d / "grpo"):
             forget_eval(d, "grpo")
             train_stage("grpo", stage_args("grpo", args.grpo_config, d, "--model_name_or_path", judged["sft"],
-                                       "--seed", str(args.seed), "--max_steps", str(args.grpo_steps),
+                                       "--seed", str(args.seed if args.grpo_seed is None else args.grpo_seed),
+                                       "--max_steps", str(args.grpo_steps),
                                        "--max_prompt_length", str(args.max_prompt_tokens),
                                        "--max_completion_length", str(args.max_new_tokens),
                                        "--rubric_mode", args.rubric_mode, "--margin", args.margin,
