@@ -185,6 +185,9 @@ def test_recipe_arguments_refuse_what_the_run_cannot_do(capsys):
         run_cli("downstream", "--recipe", "ifeval", "--pair_samples", "1")
     assert bad.value.code == 2 and "pair_samples must be >= 2" in capsys.readouterr().err
     with pytest.raises(SystemExit) as bad:
+        run_cli("downstream", "--recipe", "ifeval", "--dtype", "bf16")
+    assert bad.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad:
         run_cli("downstream", "--recipe", "gold")
     assert bad.value.code == 2 and "choose from" in capsys.readouterr().err
     with pytest.raises(SystemExit) as ok:
