@@ -194,6 +194,11 @@ class PairRewards:
             log_metric("par/pair_accuracy", satisfied / max(len(completions), 1))
             if margins:  # no pair with valid scores on both sides → no margin to report this call
                 log_metric("par/margin", sum(margins) / len(margins))
+            # each side's mean score apart: a judge drifting up (or down) on both sides shows here, not in the margin
+            for name in ("chosen", "rejected"):
+                scores = [j.score for j, s in zip(judgments, side) if s == name and j.score is not None]
+                if scores:
+                    log_metric(f"par/{name}_score", sum(scores) / len(scores))
             log_metric("format/invalid_score_rate", sum(j.score is None for j in judgments) / max(len(judgments), 1))
             log_metric("format/bad_tags_rate", sum(not j.tags_ok for j in judgments) / max(len(judgments), 1))
         log_extra = kwargs.get("log_extra")

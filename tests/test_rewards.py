@@ -88,6 +88,8 @@ def test_trl_reward_functions_group_pairs_and_log():
     assert r.format(completions) == [0, 0, 0, 0, 0, -0.5, 0, 0]
     assert metrics["par/pair_accuracy"] == 0.5
     assert metrics["par/margin"] == pytest.approx(((8.5 - 3) + (4.5 - 7)) / 2)
+    # per side over every valid rollout of the call: chosen 8, 9, 3, 6; rejected 2, 4, 7, 7
+    assert (metrics["par/chosen_score"], metrics["par/rejected_score"]) == (6.5, 5.0)
     assert metrics["format/bad_tags_rate"] == 1 / 8 and metrics["format/invalid_score_rate"] == 0
     names = [f.__name__ for f in r.reward_funcs()]
     assert names == ["par", "format"]
@@ -107,6 +109,7 @@ def test_margin_metric_nan_when_no_valid_pair():
     _call(PairRewards(), ["junk", "junk"], ["p", "p"], ["chosen", "rejected"],
           log_metric=lambda k, v: metrics.__setitem__(k, v))
     assert "par/margin" not in metrics and metrics["format/invalid_score_rate"] == 1.0
+    assert "par/chosen_score" not in metrics and "par/rejected_score" not in metrics
 
 
 def test_label_reward_hand_computed():

@@ -80,13 +80,15 @@ class Clock:
 
 
 def grpo_curve(metrics: str | Path) -> list[dict]:
-    """Per logged GRPO step of a PaTaRM judge: step, pair_accuracy (PAR satisfied), margin, reward ([] when the
-    stage wrote no metrics.jsonl, e.g. it was skipped)."""
+    """Per logged GRPO step of a PaTaRM judge: step, pair_accuracy (PAR satisfied), margin, reward, and each side's
+    mean rollout score (chosen_score, rejected_score; None in runs logged before they were) ([] when the stage
+    wrote no metrics.jsonl, e.g. it was skipped)."""
     path = Path(metrics)
     if not path.is_file():
         return []
     return [{"step": m["step"], "pair_accuracy": m["par/pair_accuracy"], "margin": m.get("par/margin"),
-             "reward": m.get("reward")} for m in read_jsonl(path) if "par/pair_accuracy" in m]
+             "reward": m.get("reward"), "chosen_score": m.get("par/chosen_score"),
+             "rejected_score": m.get("par/rejected_score")} for m in read_jsonl(path) if "par/pair_accuracy" in m]
 
 
 def smooth(values: Sequence[float | None], k: int | None = None) -> list[float]:

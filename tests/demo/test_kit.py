@@ -38,11 +38,14 @@ def test_grpo_curve_reads_the_par_metrics(tmp_path):
     metrics = tmp_path / "metrics.jsonl"
     metrics.write_text("\n".join(json.dumps(m) for m in [
         {"step": 1, "loss": 0.1},
-        {"step": 1, "par/pair_accuracy": 0.5, "par/margin": 1.0, "reward": 0.2},
+        {"step": 1, "par/pair_accuracy": 0.5, "par/margin": 1.0, "reward": 0.2, "par/chosen_score": 8.0,
+         "par/rejected_score": 7.0},
         {"step": 2, "par/pair_accuracy": 0.75},
     ]) + "\n")
-    assert kit.grpo_curve(metrics) == [{"step": 1, "pair_accuracy": 0.5, "margin": 1.0, "reward": 0.2},
-                                       {"step": 2, "pair_accuracy": 0.75, "margin": None, "reward": None}]
+    none = {"margin": None, "reward": None, "chosen_score": None, "rejected_score": None}
+    assert kit.grpo_curve(metrics) == [{"step": 1, "pair_accuracy": 0.5, "margin": 1.0, "reward": 0.2,
+                                        "chosen_score": 8.0, "rejected_score": 7.0},
+                                       {"step": 2, "pair_accuracy": 0.75} | none]
     assert kit.grpo_curve(tmp_path / "missing.jsonl") == []
 
 

@@ -59,3 +59,20 @@ def test_downstream_verified_accuracy_interval_resamples_prompts():
     assert out["verified"] == 0.75 and len(out["verified_ci"]) == 2
     table = policy_table({"start": {"sampled": out}}, "sampled")
     assert f"0.750 [{out['verified_ci'][0]:.3f}, {out['verified_ci'][1]:.3f}]" in table
+
+
+def test_gsm8k_prep_table_shows_each_sides_rollout_scores_first_and_last():
+    from patarm.demo.gsm8k.report import prep_table
+
+    def step(i, chosen, rejected):
+        return {"step": i, "pair_accuracy": 0.5, "chosen_score": chosen, "rejected_score": rejected}
+
+    # 10 steps: the first and last 20 % are 2 steps each; both sides drift up (the judge says `pass` more)
+    curve = [step(1, 6, 4), step(2, 8, 4)] + [step(i, 7, 5) for i in range(3, 9)] + [step(9, 9, 8), step(10, 9, 9)]
+    arm = {"prep": {"rl": {"pool": 80, "kept": 60, "dropped": {}}, "sft": {"sft_rows": 800}}, "grpo_curve": curve}
+    old = dict(arm, grpo_curve=[{k: v for k, v in c.items() if "score" not in k} | {"chosen_score": None,
+                                                                                   "rejected_score": None}
+                                for c in curve])
+    table = prep_table({"arms": {"reference": arm, "older": old}}).splitlines()
+    assert table[2].endswith("| 0.500 → 0.500 | 7.00 / 4.00 → 9.00 / 8.50 |")
+    assert table[3].endswith("| 0.500 → 0.500 | — |")  # a run logged before the per-side scores were

@@ -107,18 +107,29 @@ def results_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _mean(values) -> float | None:
+    """The mean of the values that are not None (None when there are none)."""
+    present = [v for v in values if v is not None]
+    return sum(present) / len(present) if present else None
+
+
 def prep_table(report: dict) -> str:
     lines = [
-        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % |",
-        "|---|---|---|---|---|---|",
+        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % "
+        "| rollouts' mean score, chosen / rejected, first → last 20 % |",
+        "|---|---|---|---|---|---|---|",
     ]
     for arm, res in report["arms"].items():
         rl, curve = res["prep"]["rl"], res.get("grpo_curve") or []
         k = max(1, len(curve) // 5)
-        trend = "—" if not curve else (f"{sum(c['pair_accuracy'] for c in curve[:k]) / k:.3f} → "
-                                       f"{sum(c['pair_accuracy'] for c in curve[-k:]) / k:.3f}")
+        trend = "—" if not curve else (f"{_mean(c['pair_accuracy'] for c in curve[:k]):.3f} → "
+                                       f"{_mean(c['pair_accuracy'] for c in curve[-k:]):.3f}")
+        sides = [[_mean(c.get(f"{side}_score") for c in part) for side in ("chosen", "rejected")]
+                 for part in (curve[:k], curve[-k:])]
+        scores = ("—" if not curve or None in sides[0] + sides[1] else
+                  " → ".join(f"{c:.2f} / {r:.2f}" for c, r in sides))
         lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {rl['pool']} | "
-                     f"{rl['kept']} | {rl['dropped'] or '—'} | {trend} |")
+                     f"{rl['kept']} | {rl['dropped'] or '—'} | {trend} | {scores} |")
     return "\n".join(lines)
 
 
