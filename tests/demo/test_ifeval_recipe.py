@@ -330,3 +330,27 @@ def test_dtype_auto_follows_the_cpu_and_reaches_the_measurement(monkeypatch, tmp
     with pytest.raises(Stop):
         loop.stage_eval(args, tmp_path / "start.json", "policy", Evaluator([], EvalSettings(0, 1.0, 8, 4, 0, False)))
     assert seen == ["bfloat16"]  # the last monkeypatched CPU has bf16 instructions
+
+
+def test_a_cached_measurement_is_reused_only_under_its_own_settings(monkeypatch, tmp_path):
+    """start.json records what decided its texts; resuming (or copying it) under another dtype is an error."""
+    import json
+
+    from patarm.demo.downstream import loop
+    from patarm.demo.downstream.eval import EvalSettings, Evaluator
+    from patarm.demo.ifeval.recipe import parse_args
+
+    calls = []
+    monkeypatch.setattr(Evaluator, "evaluate_folder", lambda self, *a: calls.append(a) or {"greedy": {"acc": 0.5}})
+    evaluator = Evaluator([{"prompt": "p"}], EvalSettings(0, 1.0, 8, 4, 0, False))
+    path = tmp_path / "start.json"
+    fp32 = parse_args(["--dtype", "float32", "--run_dir", str(tmp_path)])
+    first = loop.stage_eval(fp32, path, "policy", evaluator)
+    assert first["settings"]["dtype"] == "float32" and first["settings"]["items"] == 1
+    assert loop.stage_eval(fp32, path, "policy", evaluator) == first and len(calls) == 1  # reused, not redone
+    bf16 = parse_args(["--dtype", "bfloat16", "--run_dir", str(tmp_path)])
+    with pytest.raises(ValueError, match=r"start.json: measured under other settings \(dtype: 'float32' there, "
+                                         r"'bfloat16' now\); delete the file"):
+        loop.stage_eval(bf16, path, "policy", evaluator)
+    path.write_text(json.dumps({"greedy": {"acc": 0.4}}))  # written before settings were recorded: reused as is
+    assert loop.stage_eval(bf16, path, "policy", evaluator) == {"greedy": {"acc": 0.4}} and len(calls) == 1

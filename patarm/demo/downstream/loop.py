@@ -207,12 +207,29 @@ def _infobench_backend(args: DownstreamArguments) -> Any:
     return make_backend(args.infobench_evaluator, GenerationOptions(max_new_tokens=16, temperature=0.0))
 
 
+def measurement_settings(args: DownstreamArguments, model_path: str, evaluator: Evaluator) -> dict[str, Any]:
+    """What decides a measurement's texts (not how fast they come: the batch size is left out)."""
+    s = evaluator.settings
+    return {"model": str(model_path), "items": len(evaluator.items), "dtype": getattr(args, "dtype", None),
+            "backend": args.eval_backend, "samples": s.samples, "temperature": s.temperature if s.samples else None,
+            "max_new_tokens": s.max_new_tokens, "enable_thinking": s.enable_thinking}
+
+
 def stage_eval(args: DownstreamArguments, path: Path, model_path: str, evaluator: Evaluator) -> dict[str, Any]:
-    """A saved policy measured on the held-out items (cached in `path`)."""
+    """A saved policy measured on the held-out items (cached in `path`, with the settings it was measured under;
+    a cached measurement taken under other settings is an error, not reused)."""
+    settings = measurement_settings(args, model_path, evaluator)
     if path.is_file():
-        return read_json(path)
-    return save_result(args, evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with,
-                                                       getattr(args, "dtype", None)), path)
+        result = read_json(path)
+        saved = result.get("settings")  # files written before settings were recorded are reused as they are
+        if saved is not None and saved != settings:
+            differ = {k: (saved.get(k), settings.get(k)) for k in settings if saved.get(k) != settings.get(k)}
+            said = ", ".join(f"{k}: {a!r} there, {b!r} now" for k, (a, b) in differ.items())
+            raise ValueError(f"{path}: measured under other settings ({said}); delete the file to measure again, "
+                             "or run in another --run_dir")
+        return result
+    result = evaluator.evaluate_folder(model_path, args.eval_backend, args.score_with, getattr(args, "dtype", None))
+    return save_result(args, result | {"settings": settings}, path)
 
 
 def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -> dict[str, Any]:
