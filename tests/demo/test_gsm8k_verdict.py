@@ -38,10 +38,14 @@ def test_the_verdict_is_held_against_the_truth():
     assert v["correct_share"] == pytest.approx(0.6)
     # P(pass) of correct 0.4, 0.3, 0.1 against incorrect 0.2, 0.05: 5 of 6 orderings right
     assert v["p_pass_auc"] == pytest.approx(5 / 6)
+    # medians: of 0.4, 0.3, 0.1 and of 0.2, 0.05
+    assert v["p_pass_median"] == {"correct": 0.3, "incorrect": pytest.approx(0.125)}
     assert "p_pass_auc" not in verdict_summary([{k: r[k] for k in ("texts", "correct")} for r in records])
     assert verdict_summary([{"texts": ["no judgment"], "correct": [True]}]) is None
     report = {"arms": {"reference": {"stages": {"sft": {"verdict": v}, "base": {}}}}}
-    assert "| SFT | reference | 5 | 0.200 | 0.600 | 0.600 | 0.833 |" in verdict_table(report)
+    assert "| SFT | reference | 5 | 0.200 | 0.600 | 0.600 | 0.833 | 0.300 / 0.125 |" in verdict_table(report)
+    del v["p_pass_median"]  # a report written before the medians were
+    assert "| SFT | reference | 5 | 0.200 | 0.600 | 0.600 | 0.833 | — |" in verdict_table(report)
     assert verdict_table({"arms": {"reference": {"stages": {"base": {}}}}}) == ""
 
 

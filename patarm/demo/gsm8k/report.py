@@ -63,15 +63,19 @@ def voting_table(report: dict) -> str:
 def verdict_table(report: dict) -> str:
     """Markdown: the judge's pass/fail verdicts against the truth per stage × arm, where judgments state one."""
     names = stage_names(report)
-    lines = ["| judge | arm | verdicts | said pass | verdict accuracy | always pass would be | P(pass) AUC |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| judge | arm | verdicts | said pass | verdict accuracy | always pass would be | P(pass) AUC | "
+             "median P(pass), correct / incorrect |",
+             "|---|---|---|---|---|---|---|---|"]
     for stage in STAGE_NAMES:
         for arm, res in report["arms"].items():
             v = res["stages"].get(stage, {}).get("verdict")
             if v:
                 auc = "—" if v.get("p_pass_auc") is None else f"{v['p_pass_auc']:.3f}"
+                med = v.get("p_pass_median") or {}
+                where = ("—" if None in (med.get("correct"), med.get("incorrect")) else
+                         f"{med['correct']:.3f} / {med['incorrect']:.3f}")
                 lines.append(f"| {names[stage]} | {arm} | {v['verdicts']} | {v['said_pass']:.3f} | "
-                             f"{v['accuracy']:.3f} | {v['correct_share']:.3f} | {auc} |")
+                             f"{v['accuracy']:.3f} | {v['correct_share']:.3f} | {auc} | {where} |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 

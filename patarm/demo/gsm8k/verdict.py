@@ -132,7 +132,11 @@ def verdict_summary(records: Sequence[dict]) -> dict[str, Any] | None:
     `said_pass` (their share saying pass), `accuracy` (share where the word matches the truth), `correct_share` (the
     truth's share of correct, the accuracy of always saying pass) and, where the records carry `p_pass`, `p_pass_auc`
     (the Mann–Whitney AUC of P(pass), correct against incorrect candidates of all problems; None when one class is
-    empty). None when no judgment states a verdict."""
+    empty) with `p_pass_median` ({"correct": …, "incorrect": …}: where the judge's belief sits — a judge whose
+    P(pass) stays near 0.5 for both classes flips its greedy word on small shifts). None when no judgment states a
+    verdict."""
+    from statistics import median
+
     from scipy.stats import mannwhitneyu
 
     from patarm.judge import parse_judgment
@@ -154,6 +158,7 @@ def verdict_summary(records: Sequence[dict]) -> dict[str, Any] | None:
         pos = [p for p, t in zip(probs, truth) if p is not None and t]
         neg = [p for p, t in zip(probs, truth) if p is not None and not t]
         out["p_pass_auc"] = float(mannwhitneyu(pos, neg).statistic) / (len(pos) * len(neg)) if pos and neg else None
+        out["p_pass_median"] = {"correct": median(pos) if pos else None, "incorrect": median(neg) if neg else None}
     return out
 
 
