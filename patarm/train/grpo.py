@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from datasets import Dataset
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, get_peft_config
 
-from patarm.config import RunArguments
+from patarm.config import RunArguments, import_object
 from patarm.data import load_pairs
 from patarm.judge import load_template
 from patarm.judge.truncate import truncate_judge_rows
@@ -66,6 +67,10 @@ class GRPODataArguments(RunArguments):
                 "against label_threshold, matches the pair's label, −1 otherwise)", "choices": ["par", "label"]})
     label_threshold: float | None = field(default=None, metadata={
         "help": "reward label: scores above it are a 'chosen' verdict; default the middle of the score range"})
+    extra_rewards: list[str] = field(default_factory=list, metadata={
+        "help": "more TRL reward functions beside PAR and the format penalty, each 'package.module:function' taking "
+                "(completions, **dataset columns) and returning one float per rollout (e.g. a skill's check of the "
+                "evidence a judgment states); logged under their names; weigh them with TRL's reward_weights"})
     max_prompt_length: int | None = field(default=None, metadata={
         "help": "Truncate judge prompts longer than this many tokens (conversation first, then the response)."})
     enable_thinking: bool | None = field(default=None, metadata={
@@ -220,6 +225,15 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     return pairs_to_judge_rows(loaded.pairs, template, build=build), loaded.manifest.to_dict()
 
 
+def extra_reward_funcs(specs: list[str]) -> list[Callable[..., list[float]]]:
+    """The `extra_rewards` functions, imported; a spec that does not name a callable is an error naming it."""
+    funcs = [import_object(spec, "extra_rewards entry") for spec in specs]
+    for spec, fn in zip(specs, funcs, strict=True):
+        if not callable(fn):
+            raise ValueError(f"extra_rewards entry {spec!r} is not a function (got {type(fn).__name__})")
+    return funcs
+
+
 def _require_start(model: str, run_dir: str) -> None:
     """GRPO starts from the SFT judge (by default `{run_dir}/sft`): a missing folder names the stage that writes it."""
     from pathlib import Path
@@ -248,7 +262,8 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
     rewards = PairRewards(template, data.margin, kind=data.reward, label_threshold=data.label_threshold)
     trainer = PaTaRMGRPOTrainer(
-        model=model, args=args, reward_funcs=rewards.reward_funcs(), train_dataset=Dataset.from_list(rows),
+        model=model, args=args, reward_funcs=rewards.reward_funcs() + extra_reward_funcs(data.extra_rewards),
+        train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
     trainer.add_callback(ScoreHistogramCallback(rewards, trainer))

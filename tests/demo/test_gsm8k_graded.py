@@ -246,6 +246,13 @@ def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
     _, plain, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")
     assert (kl_args.beta, plain.beta) == (0.04, 0.0)
     assert {k for k, v in vars(kl_args).items() if v != getattr(plain, k)} - {"distributed_state"} == {"beta"}
+    # the evidence experiment's: the GRPO config with the skill's evidence check added, nothing else changed
+    ev_data, ev_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo-evidence.yaml"), tmp_path,
+                                     "--model_name_or_path", "x")
+    plain_data = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")[0]
+    assert {k for k, v in vars(ev_data).items() if v != getattr(plain_data, k)} == {"extra_rewards"}
+    assert ev_data.extra_rewards == ["patarm.demo.gsm8k.consistency:evidence_reward"]
+    assert {k for k, v in vars(ev_args).items() if v != getattr(plain, k)} - {"distributed_state"} == set()
     sft = stage_args("sft", str(CONFIG_DIR / "gsm8k-sft.yaml"), tmp_path, "--model_name_or_path", "x",
                      "--max_length", "560", "--num_train_epochs", "2")
     assert any(getattr(a, "max_length", None) == 560 and getattr(a, "num_train_epochs", None) == 2 for a in sft)
@@ -300,3 +307,22 @@ def test_the_verdict_follows_the_two_answers_it_compares():
     assert [line.split(" :: ")[0] for line in lines] == list(FIELDS)
     assert FIELDS[:3] == ("final answer", "reference answer", "correct")
     assert lines[2] == "correct :: pass"
+
+
+def test_the_evidence_reward_holds_a_judgment_to_the_facts_it_states():
+    from patarm.demo.gsm8k.consistency import evidence_reward
+    from patarm.train.grpo import extra_reward_funcs
+
+    good = GradedTeacher().judge(QUESTION, RIGHT, "28", True)
+    says_fail = good.replace("correct :: pass", "correct :: fail")  # the stated answers are equal
+    doubled = good.replace("follows ::", "last step :: 28\nfollows ::")  # consistent, but a field stated twice
+    missing = "\n".join(line for line in good.splitlines() if not line.startswith("unused numbers"))
+    chat = [{"role": "assistant", "content": good}]  # TRL's conversational completions
+    assert "correct :: pass" in good and "last step :: 28" in good
+    assert evidence_reward([good, says_fail, doubled, missing, chat], pair_id=["p"] * 5) == [0.0, -1.0, -1.0, -1.0,
+                                                                                             0.0]
+    assert extra_reward_funcs(["patarm.demo.gsm8k.consistency:evidence_reward"]) == [evidence_reward]
+    with pytest.raises(ValueError, match="extra_rewards entry 'patarm.demo.gsm8k.consistency:nope' is not an"):
+        extra_reward_funcs(["patarm.demo.gsm8k.consistency:nope"])
+    with pytest.raises(ValueError, match="is not a function"):
+        extra_reward_funcs(["patarm.demo.gsm8k.consistency:FIELDS"])

@@ -103,9 +103,13 @@ def test_grpo_trackers_write_under_the_output_folder(tmp_path, monkeypatch, sft_
     out = tmp_path / "grpo"
     args = parse("grpo", ["--config", str(ROOT / "configs/grpo/tiny.yaml"), "--model_name_or_path", str(sft_judge),
                           "--train_file", str(DEMO), "--output_dir", str(out), "--max_steps", "1",
-                          "--max_prompt_length", "48", "--save_strategy", "no", "--report_to", "tensorboard"])
+                          "--max_prompt_length", "48", "--save_strategy", "no", "--report_to", "tensorboard",
+                          "--extra_rewards", "patarm.demo.gsm8k.consistency:evidence_reward"])
     grpo.train(*args)
     assert not (cwd / "runs").exists(), sorted(p.name for p in cwd.iterdir())
     assert list((out / "runs").rglob("events.out.tfevents.*"))
     rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert any(r.get("data/truncated_prompts", 0) > 0 for r in rows)
+    # an extra reward reaches TRL beside PAR and the format penalty, logged under its name (a tiny judge's text
+    # states no facts: −1 for every rollout)
+    assert any(r.get("rewards/evidence_reward/mean") == -1.0 and "rewards/par/mean" in r for r in rows)

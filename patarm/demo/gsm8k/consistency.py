@@ -162,3 +162,27 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def evidence_reward(completions: list, **kwargs) -> list[float]:
+    """A GRPO reward beside PAR (`extra_rewards: ["patarm.demo.gsm8k.consistency:evidence_reward"]`): 0 for a
+    judgment whose verdict, `follows` and score follow from the facts it states itself (`check`), −1 for one that
+    contradicts them or leaves a field out. It reads no label: the skill's own aggregation rule held against the
+    judgment, as the format penalty holds its tags — a field stated twice counts as contradicting itself."""
+    from patarm.rewards import completion_text
+
+    out = []
+    for completion in completions:
+        text = completion_text(completion)
+        status, _ = check(text)
+        out.append(0.0 if status == "consistent" and not _doubled(text) else -1.0)
+    return out
+
+
+def _doubled(text: str) -> bool:
+    """Whether a `criterion :: value` line of the judgment's `<eval>` names a criterion a second time."""
+    from patarm.judge import parse_judgment
+
+    names = [m.group(1).lower() for line in (parse_judgment(text, "pointwise-compact").evaluation or "").splitlines()
+             if (m := _LINE.match(line))]
+    return len(names) != len(set(names))
