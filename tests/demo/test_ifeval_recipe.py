@@ -354,3 +354,14 @@ def test_a_cached_measurement_is_reused_only_under_its_own_settings(monkeypatch,
         loop.stage_eval(bf16, path, "policy", evaluator)
     path.write_text(json.dumps({"greedy": {"acc": 0.4}}))  # written before settings were recorded: reused as is
     assert loop.stage_eval(bf16, path, "policy", evaluator) == {"greedy": {"acc": 0.4}} and len(calls) == 1
+    # a policy inside the run folder is named relative to it: the folder moved elsewhere still matches
+    import shutil
+
+    (tmp_path / "a" / "policy-sft").mkdir(parents=True)
+    in_a = parse_args(["--dtype", "float32", "--run_dir", str(tmp_path / "a")])
+    measured = loop.stage_eval(in_a, tmp_path / "a" / "m.json", str(tmp_path / "a" / "policy-sft"), evaluator)
+    assert measured["settings"]["model"] == "{run_dir}/policy-sft"
+    shutil.move(tmp_path / "a", tmp_path / "b")
+    in_b = parse_args(["--dtype", "float32", "--run_dir", str(tmp_path / "b")])
+    assert loop.stage_eval(in_b, tmp_path / "b" / "m.json", str(tmp_path / "b" / "policy-sft"), evaluator) == measured
+    assert len(calls) == 2

@@ -208,8 +208,12 @@ def _infobench_backend(args: DownstreamArguments) -> Any:
 
 
 def measurement_settings(args: DownstreamArguments, model_path: str, evaluator: Evaluator) -> dict[str, Any]:
-    """What decides a measurement's texts (not how fast they come: the batch size is left out)."""
+    """What decides a measurement's texts (not how fast they come: the batch size is left out). A model inside the
+    run folder is named relative to it, so a run folder moved elsewhere still matches its own measurements."""
     s = evaluator.settings
+    model = Path(model_path)
+    if model.exists() and model.resolve().is_relative_to(Path(args.run_dir).resolve()):
+        model_path = "{run_dir}/" + model.resolve().relative_to(Path(args.run_dir).resolve()).as_posix()
     return {"model": str(model_path), "items": len(evaluator.items), "dtype": getattr(args, "dtype", None),
             "backend": args.eval_backend, "samples": s.samples, "temperature": s.temperature if s.samples else None,
             "max_new_tokens": s.max_new_tokens, "enable_thinking": s.enable_thinking}

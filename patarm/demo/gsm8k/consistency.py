@@ -143,27 +143,6 @@ def summarize(texts: Iterable[str], scale: str = "auto") -> dict:
             ("consistent", "inconsistent", "incomplete")}, "examples": examples}
 
 
-def main(argv: list[str]) -> int:
-    """Per file of evaluation records (`eval/<stage>.jsonl`, a `texts` list per problem) or of SFT rows."""
-    from patarm.io import read_jsonl
-
-    if not argv:
-        print(__doc__.strip().splitlines()[-1].strip())
-        return 2
-    for path in argv:
-        rows = read_jsonl(path)
-        texts = [t for r in rows for t in r.get("texts") or []] or \
-                [m["content"] for r in rows for m in (r.get("messages") or [])[-1:]]
-        s = summarize(texts)
-        print(f"{path}: {s['consistent']}/{s['judgments']} consistent ({s['consistent_rate']:.3f}), "
-              f"{s['inconsistent']} inconsistent, {s['incomplete']} incomplete; e.g. {s['examples']}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
-
-
 def evidence_reward(completions: list, **kwargs) -> list[float]:
     """A GRPO reward beside PAR (`extra_rewards: ["patarm.demo.gsm8k.consistency:evidence_reward"]`): 0 for a
     judgment whose verdict, `follows` and score follow from the facts it states itself (`check`), −1 for one that
@@ -186,3 +165,25 @@ def _doubled(text: str) -> bool:
     names = [m.group(1).lower() for line in (parse_judgment(text, "pointwise-compact").evaluation or "").splitlines()
              if (m := _LINE.match(line))]
     return len(names) != len(set(names))
+
+
+def main(argv: list[str]) -> int:
+    """Per file of evaluation records (`eval/<stage>.jsonl`, a `texts` list per problem) or of SFT rows."""
+    from patarm.io import read_jsonl
+
+    if not argv:
+        print(__doc__.strip().splitlines()[-1].strip())
+        return 2
+    for path in argv:
+        rows = read_jsonl(path)
+        texts = [t for r in rows for t in r.get("texts") or []] or \
+                [m["content"] for r in rows for m in (r.get("messages") or [])[-1:]]
+        s = summarize(texts)
+        print(f"{path}: {s['consistent']}/{s['judgments']} consistent ({s['consistent_rate']:.3f}), "
+              f"{s['inconsistent']} inconsistent, {s['incomplete']} incomplete; e.g. {s['examples']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+
