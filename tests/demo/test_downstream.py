@@ -190,7 +190,7 @@ def test_report_files_and_tables(tmp_path, capsys):
     report = {
         "policies": {"start": start, "grpo-judge": end},
         "rewards": ["judge"],
-        "args": {},
+        "args": {"eval_samples": 4, "eval_temperature": 1.0},
         "curves": {
             "judge": {
                 **_curve([1, 2, 3, 4, 5, 9, 9, 9, 9, 9], [0.5] * 10),
@@ -206,6 +206,12 @@ def test_report_files_and_tables(tmp_path, capsys):
     assert "| GRPO, reward = PaTaRM judge (served) | 8 | 0.500 | 9.000 |" in text and "hacked" in text
     assert Path(paths["plot"]).stat().st_size > 1000 and json.loads(Path(paths["report_json"]).read_text())["verdicts"]
     assert "start (the policy before GRPO)" in capsys.readouterr().out
+    assert "sampled responses (temperature 1.0, 4 per prompt)" in text
+    # greedy only (IFEval's protocol): no sampled table, not an empty one
+    (tmp_path / "greedy").mkdir()
+    greedy_only = write_downstream_report(report | {"args": {"eval_samples": 0}}, tmp_path / "greedy")
+    text = Path(greedy_only["report_md"]).read_text()
+    assert "sampled responses" not in text and "Held-out prompts, greedy responses" in text
 
 
 def test_arguments_refuse_what_the_run_cannot_do(tmp_path):

@@ -181,9 +181,11 @@ def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
                           for r in report["rewards"]}
     rm = report.get("reward_models", {})
     rm_line = ", ".join(f"{k} {v['accuracy']:.3f}{_ci(v.get('accuracy_ci'))}" for k, v in rm.items()) or "not measured"
-    text = (f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
-            f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")
-            + "\n\nHeld-out prompts, greedy responses:\n\n" + policy_table(report["policies"], "greedy")
+    sampled = ("" if not report["args"].get("eval_samples") else  # IFEval's protocol: greedy only, no empty table
+               f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
+               f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")
+               + "\n\n")
+    text = (sampled + "Held-out prompts, greedy responses:\n\n" + policy_table(report["policies"], "greedy")
             + official_table(report["policies"])
             + "\n\nTraining:\n\n" + training_table(report)
             + f"\n\nReward models' accuracy on held-out pairs (never trained on): {rm_line}")
