@@ -249,6 +249,7 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     """Build the judge, the pair dataset and the trainer; train; save. Returns the trainer."""
     setup_logging(args)
     template = load_template(data.judge_template, rubric_mode=data.rubric_mode, score_range=data.score_range)
+    extra = extra_reward_funcs(data.extra_rewards)  # a bad entry fails here, before any model loads
     rows, manifest = judge_rows(data)
     _require_start(model_args.model_name_or_path, data.run_dir)
     texts = [m["content"] for r in rows for m in r["prompt"]]  # a `tiny` tokenizer is trained on them
@@ -262,7 +263,7 @@ def train(data: GRPODataArguments, args: PaTaRMGRPOConfig, model_args: ModelConf
     logger.info("GRPO data: %s judge rows, %s prompts truncated; %s", len(rows), truncated, manifest)
     rewards = PairRewards(template, data.margin, kind=data.reward, label_threshold=data.label_threshold)
     trainer = PaTaRMGRPOTrainer(
-        model=model, args=args, reward_funcs=rewards.reward_funcs() + extra_reward_funcs(data.extra_rewards),
+        model=model, args=args, reward_funcs=rewards.reward_funcs() + extra,
         train_dataset=Dataset.from_list(rows),
         processing_class=tokenizer, peft_config=get_peft_config(model_args), callbacks=[JsonlMetricsCallback()],
     )
