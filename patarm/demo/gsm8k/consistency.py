@@ -20,6 +20,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Iterable
+from typing import Any
 
 from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
 
@@ -82,11 +83,12 @@ def _check_binary(lines: dict[str, str], score: float) -> tuple[str, str]:
     return "consistent", ""
 
 
-def check(text: str, scale: str = "auto") -> tuple[str, str]:
-    """(status, reason) of one judgment text; `scale` graded | binary | auto (graded when it states wrong steps)."""
-    from patarm.judge import parse_judgment
+def check(text: Any, scale: str = "auto") -> tuple[str, str]:
+    """(status, reason) of one judgment (its text, or a parsed `Judgment`); `scale` graded | binary | auto (graded
+    when it states wrong steps)."""
+    from patarm.judge import Judgment, parse_judgment
 
-    judgment = parse_judgment(text, "pointwise-compact")
+    judgment = text if isinstance(text, Judgment) else parse_judgment(text, "pointwise-compact")
     lines = stated(judgment.evaluation)
     if scale == "auto":
         scale = "graded" if "wrong steps" in lines else "binary"
@@ -148,22 +150,19 @@ def evidence_reward(completions: list, **kwargs) -> list[float]:
     judgment whose verdict, `follows` and score follow from the facts it states itself (`check`), −1 for one that
     contradicts them or leaves a field out. It reads no label: the skill's own aggregation rule held against the
     judgment, as the format penalty holds its tags — a field stated twice counts as contradicting itself."""
+    from patarm.judge import parse_judgment
     from patarm.rewards import completion_text
 
     out = []
     for completion in completions:
-        text = completion_text(completion)
-        status, _ = check(text)
-        out.append(0.0 if status == "consistent" and not _doubled(text) else -1.0)
+        judgment = parse_judgment(completion_text(completion), "pointwise-compact")  # parsed once, read twice
+        out.append(0.0 if check(judgment)[0] == "consistent" and not _doubled(judgment.evaluation) else -1.0)
     return out
 
 
-def _doubled(text: str) -> bool:
-    """Whether a `criterion :: value` line of the judgment's `<eval>` names a criterion a second time."""
-    from patarm.judge import parse_judgment
-
-    names = [m.group(1).lower() for line in (parse_judgment(text, "pointwise-compact").evaluation or "").splitlines()
-             if (m := _LINE.match(line))]
+def _doubled(evaluation: str | None) -> bool:
+    """Whether a `criterion :: value` line of an `<eval>` names a criterion a second time."""
+    names = [m.group(1).lower() for line in (evaluation or "").splitlines() if (m := _LINE.match(line))]
     return len(names) != len(set(names))
 
 
