@@ -10,6 +10,7 @@ by dotted path (e.g. a skill prompt with the pair's per-sample resources mounted
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Callable
@@ -105,6 +106,27 @@ class PaTaRMGRPOConfig(GRPOConfig):
         check_pair_batching(self.per_device_train_batch_size, self.steps_per_generation, self.num_generations)
 
 
+def rollout_region(trainer: GRPOTrainer) -> contextlib.AbstractContextManager:
+    """Where a trainer's transformers-generated rollouts run: under bf16/fp16 autocast (and `rollout_cast_once`, on
+    by default) one autocast region around the whole generation, so each weight is cast to half precision once per
+    generation batch — autocast's cast cache lives until its outermost region exits, and the model's own
+    forward-wrapping region exits after every decoded token. Elsewhere (fp32, vLLM) nothing."""
+    args = trainer.args
+    mixed = args.bf16 or args.fp16
+    if mixed and getattr(args, "rollout_cast_once", True) and not getattr(trainer, "use_vllm", False):
+        return trainer.accelerator.autocast()
+    return contextlib.nullcontext()
+
+
+class RolloutAutocastMixin:
+    """For a plain TRL GRPO trainer (e.g. a policy's): its rollouts generated inside `rollout_region`; nothing
+    else changes (same sampling, same loss)."""
+
+    def _generate_single_turn(self, *args, **kwargs):
+        with rollout_region(self):
+            return super()._generate_single_turn(*args, **kwargs)
+
+
 class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
     """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process
     (the batch arithmetic that makes this possible is checked by PaTaRMGRPOConfig), with the speed switches."""
@@ -135,14 +157,11 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
         return logps, entropies, None
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        import contextlib
-
         generate = functools.partial(super()._generate_single_turn, prompt_ids, images, multimodal_fields,
                                      num_generations, has_tool_images)
         if self.use_vllm or getattr(self, "use_transformers_continuous_batching", False):
             return generate()
-        mixed = self.args.bf16 or self.args.fp16
-        region = self.accelerator.autocast() if mixed and self.args.rollout_cast_once else contextlib.nullcontext()
+        region = rollout_region(self)
         if not self.shared_prefix_rollouts or images is not None or multimodal_fields:
             with region:
                 return generate()

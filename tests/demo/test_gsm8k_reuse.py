@@ -59,7 +59,21 @@ def test_what_differs_is_redone_and_named(tmp_path):
     own = tmp_path / "own" / "reference" / "sft"
     own.mkdir(parents=True)
     got = _reuse(src, tmp_path / "own", "--ablation", "f-constant")["reference"]
-    assert got["stages"] == [] and "its own" in got["not_reused"]
+    assert got["stages"] == ["eval/base.jsonl"] and "its own" in got["not_reused"]  # the base judge's, as below
+
+
+def test_more_sft_epochs_redo_the_sft_judge_but_copy_the_base_judges_judgments(tmp_path):
+    src = _finished_run(tmp_path / "baseline")
+    dst = tmp_path / "sft-more"
+    got = _reuse(src, dst, "--ablation", "sft-more")["reference"]
+    assert got["not_reused"] == "arguments differ: ['sft_epochs']"
+    assert got["stages"] == ["eval/base.jsonl"]
+    arm = dst / "reference"
+    assert (arm / "eval" / "base.jsonl").read_text() == "eval/base.jsonl" and not (arm / "sft").exists()
+    assert not (arm / "eval" / "sft.jsonl").exists()
+    # another judging length changes the base judgments too: nothing copied
+    assert _reuse(src, tmp_path / "longer", "--ablation", "sft-more", "--max_new_tokens", "128")["reference"][
+        "stages"] == []
 
 
 def test_a_source_that_is_not_a_finished_run_or_has_another_split_is_an_error(tmp_path):

@@ -198,3 +198,41 @@ def test_padding_free_batches_give_the_padded_loss():
         batch = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=padding_free)(rows)
         losses.append(model(**batch, use_cache=False).loss.item())
     assert losses[0] == pytest.approx(losses[1], abs=1e-5)
+
+
+class _Generates:
+    """Stands in for TRL's GRPOTrainer: records whether its rollouts run under an outer autocast region, and the
+    dtype of each decoding forward, each in its own autocast region as accelerate wraps the model's forward."""
+
+    def __init__(self, bf16: bool, use_vllm: bool = False):
+        import contextlib
+        from types import SimpleNamespace
+
+        self.args = SimpleNamespace(bf16=bf16, fp16=False)
+        # Accelerator.autocast() on a CPU under mixed_precision bf16 / no (accelerate's state is a process singleton)
+        self.accelerator = SimpleNamespace(autocast=lambda: torch.autocast("cpu", dtype=torch.bfloat16) if bf16
+                                           else contextlib.nullcontext())
+        self.use_vllm = use_vllm
+        self.layer = torch.nn.Linear(8, 8)
+
+    def _generate_single_turn(self, *args, **kwargs):
+        outer = torch.is_autocast_enabled("cpu")
+        casts = []
+        for _ in range(3):  # three decoded tokens, each forward in its own autocast region as accelerate wraps it
+            with self.accelerator.autocast():
+                casts.append(self.layer(torch.ones(1, 8)).dtype)
+        return outer, casts
+
+
+def test_a_plain_trainers_rollouts_run_in_one_autocast_region_under_bf16_only():
+    from patarm.train.grpo import RolloutAutocastMixin
+
+    class Policy(RolloutAutocastMixin, _Generates):
+        pass
+
+    outer, casts = Policy(bf16=True)._generate_single_turn()
+    assert outer is True and set(casts) == {torch.bfloat16}
+    assert _Generates(bf16=True)._generate_single_turn()[0] is False  # without the mixin, per-forward regions only
+    outer, casts = Policy(bf16=False)._generate_single_turn()
+    assert outer is False and set(casts) == {torch.float32}
+    assert Policy(bf16=True, use_vllm=True)._generate_single_turn()[0] is False

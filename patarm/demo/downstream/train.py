@@ -41,6 +41,10 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
 
     from patarm.models import load_causal_lm
     from patarm.train.common import JsonlMetricsCallback, QuietProgressCallback
+    from patarm.train.grpo import RolloutAutocastMixin
+
+    class PolicyGRPOTrainer(RolloutAutocastMixin, GRPOTrainer):
+        pass
 
     config = grpo_config(args, out, folder)
     rows = read_jsonl(out / "task" / "rl.jsonl")
@@ -48,8 +52,9 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
     callbacks: list[Any] = [JsonlMetricsCallback()]
     if args.eval_every:
         callbacks.append(HeldoutCallback(evaluator, args.eval_every, str(folder / "heldout.jsonl"), scorer_names))
-    trainer = GRPOTrainer(model=model, reward_funcs=[reward_fn], args=config, train_dataset=Dataset.from_list(rows),
-                          processing_class=tokenizer, callbacks=callbacks)
+    # TRL's GRPOTrainer as it is, its rollouts generated in one autocast region under bf16 (RolloutAutocastMixin)
+    trainer = PolicyGRPOTrainer(model=model, reward_funcs=[reward_fn], args=config,
+                                train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=callbacks)
     if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(QuietProgressCallback)

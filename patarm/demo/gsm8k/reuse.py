@@ -7,7 +7,9 @@ What is linked, per arm, when the source's recipe arguments that decide it equal
 - `prep/pointwise/` (the SFT corpus) and `sft/` (the SFT judge) — `SFT_KEYS`;
 - `prep/rl/` (the RL set, the SFT judge's rollouts) — also `RL_KEYS`;
 - `eval/base.*`, `eval/sft.*`, `eval/sft-expected.jsonl` (greedy judgments of the base and SFT judges) — also
-  `EVAL_KEYS` (copied, not linked: a later stage may delete its own evaluation).
+  `EVAL_KEYS` (copied, not linked: a later stage may delete its own evaluation);
+- where the SFT judge is not reused (e.g. `sft-more`: other SFT epochs), still `eval/base.*` when `BASE_KEYS` and
+  `EVAL_KEYS` match (the base judge's judgments: ~8 min at the CPU default's sizes).
 
 Folders are symbolic links to the source (nothing large is copied; the source must stay). A stage this run has
 already is kept. Anything that differs is named in the log and redone here.
@@ -30,6 +32,9 @@ SFT_KEYS = ("data_dir", "model", "teacher", "skill", "rubric_mode", "sft_epochs"
             "sft_config", "seed", "split_seed")
 RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "eval_dtype", "eval_batch_size", "judge_device")
 EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probability")
+# what decides the base judge's greedy judgments (the model, the held-out problems, the prompt, the length)
+BASE_KEYS = ("data_dir", "model", "skill", "rubric_mode", "heldout_problems", "max_prompt_tokens", "max_new_tokens",
+             "seed", "split_seed")
 CONFIG_KEYS = ("sft_config",)
 
 
@@ -73,8 +78,11 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
         if sft_diff or own or arm not in source.get("arms", []) or not trained(src / "sft"):
             why = (f"arguments differ: {sft_diff}" if sft_diff else "this run has an SFT stage of its own" if own
                    else "no finished SFT stage of this arm there")
-            logger.info("%s: the SFT judge is not reused from %s (%s)", arm, source_dir, why)
-            out[arm] = {"from": str(source_dir), "stages": [], "not_reused": why}
+            # the base judge's judgments do not depend on SFT: copied where what decides them is the same
+            base = [] if differences(source, ours, BASE_KEYS + EVAL_KEYS) else _copy_evals(src, dst, ("base.*",))
+            logger.info("%s: the SFT judge is not reused from %s (%s)%s", arm, source_dir, why,
+                        f"; reused: {', '.join(base)}" if base else "")
+            out[arm] = {"from": str(source_dir), "stages": base, "not_reused": why}
             continue
         for name in ("prep/pointwise", "sft"):
             _link(src / name, dst / name)
@@ -82,15 +90,23 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
             _link(src / "prep" / "rl", dst / "prep" / "rl")
         stages = [n for n in ("prep/pointwise", "sft", "prep/rl") if (dst / n).is_symlink()]
         if not differences(source, ours, EVAL_KEYS):
-            (dst / "eval").mkdir(parents=True, exist_ok=True)
-            for pattern in ("base.*", "sft.*", "sft-expected.jsonl"):
-                for path in sorted((src / "eval").glob(pattern)):
-                    copy = dst / "eval" / path.name
-                    if not copy.exists():
-                        shutil.copy2(path, copy)
-                    if copy.stat().st_size == path.stat().st_size:
-                        stages.append(f"eval/{path.name}")
+            stages += _copy_evals(src, dst, ("base.*", "sft.*", "sft-expected.jsonl"))
         logger.info("%s: reused from %s: %s%s", arm, source_dir, ", ".join(stages) or "nothing",
                     f" (RL set redone: {rl_diff} differ)" if rl_diff else "")
         out[arm] = {"from": str(source_dir), "stages": stages} | ({"rl_differs": rl_diff} if rl_diff else {})
     return out
+
+
+def _copy_evals(src: Path, dst: Path, patterns: tuple[str, ...]) -> list[str]:
+    """Copy the source arm's evaluation files matching `patterns` (a file this run has is kept); the names copied
+    whole, as `eval/<name>`."""
+    (dst / "eval").mkdir(parents=True, exist_ok=True)
+    copied = []
+    for pattern in patterns:
+        for path in sorted((src / "eval").glob(pattern)):
+            copy = dst / "eval" / path.name
+            if not copy.exists():
+                shutil.copy2(path, copy)
+            if copy.stat().st_size == path.stat().st_size:
+                copied.append(f"eval/{path.name}")
+    return copied

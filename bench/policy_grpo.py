@@ -1,0 +1,147 @@
+"""The policy's GRPO step in the IFEval downstream recipe, by precision and speed switch: plain TRL `GRPOTrainer`
+on SmolLM2-135M-Instruct with the recipe's policy config (`ifeval-policy-grpo.yaml`: 4 prompts × G = 4 rollouts of
+at most 256 tokens) and the rule reward, on the recipe's own RL prompts (built from the shared Alpaca + IFEval data).
+
+    flock /tmp/patarm-cpu.lock python bench/policy_grpo.py [--steps 3] [--modes fp32 bf16 bf16-once bf16-once-sdpa]
+
+Modes, each from the same start, prompts and seed:
+- `fp32`: fp32 weights, no autocast;
+- `bf16`: TRL's `bf16=True` on the CPU (accelerate's autocast around every forward, so during generation the
+  weights are cast again for every decoded token);
+- `bf16-once`: the same, the rollouts generated inside one autocast region (`patarm.train.grpo.RolloutAutocastMixin`:
+  each weight cast once per generation batch);
+- `bf16-once-sdpa`: that plus the project's CPU decode attention (`install_cpu_decode_attention`, process-wide, so
+  it runs last).
+Per mode: the median step time, the share spent generating, and the trained reward per step (the rollouts differ
+by precision, so only the timing is compared). The first step is a warm-up, left out of the medians.
+Last lines: `<mode>_step_s=` and `speedup_<mode>=` (fp32 step time / the mode's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+from transformers import TrainerCallback  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "benchmarks"
+WARMUP = 1
+
+
+class StepTimer(TrainerCallback):
+    """Wall time of every optimizer step (s)."""
+
+    def __init__(self):
+        self.times, self._t = [], 0.0
+
+    def on_step_begin(self, args, state, control, **kw):
+        self._t = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kw):
+        self.times.append(time.perf_counter() - self._t)
+
+
+def rl_rows(run_dir: Path, n: int) -> list[dict]:
+    """The IFEval recipe's first `n` RL prompts (its prompts stage and task stage, into `run_dir`)."""
+    from patarm.demo.downstream import loop
+    from patarm.demo.ifeval.recipe import parse_args, stage_prompts
+    from patarm.demo.kit import Clock
+    from patarm.io import read_jsonl
+    from patarm.verify.ifeval import _use_nltk_data
+
+    args = parse_args(["--run_dir", str(run_dir), "--alpaca_file", str(DATA / "alpaca" / "alpaca_5000.json"),
+                       "--ifeval_file", str(DATA / "ifeval" / "input_data.jsonl")])
+    _use_nltk_data(args.nltk_data or None)
+    stage_prompts(args, run_dir, Clock())
+    loop.stage_task(args, run_dir)
+    return read_jsonl(run_dir / "task" / "rl.jsonl")[:n], args
+
+
+def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from patarm.demo.downstream.rewards import RuleReward
+    from patarm.demo.downstream.train import grpo_config
+    from patarm.models import load_causal_lm
+    from patarm.train.grpo import RolloutAutocastMixin
+
+    if mode.endswith("sdpa"):
+        from patarm.models.attention import install_cpu_decode_attention
+
+        install_cpu_decode_attention()
+    args.grpo_steps = steps
+    config = grpo_config(args, out, out / mode)
+    config.bf16 = mode != "fp32"
+    config.report_to, config.disable_tqdm = [], True
+    cls = type("Policy", (RolloutAutocastMixin, GRPOTrainer), {}) if "once" in mode else GRPOTrainer
+    model, tokenizer = load_causal_lm(args.policy_model)
+    timer = StepTimer()
+    trainer = cls(model=model, reward_funcs=[RuleReward()], args=config, train_dataset=Dataset.from_list(rows),
+                  processing_class=tokenizer, callbacks=[timer])
+    generating: list[float] = []
+    generate = trainer._generate_single_turn
+
+    def timed(*a, **kw):
+        t = time.perf_counter()
+        try:
+            return generate(*a, **kw)
+        finally:
+            generating.append(time.perf_counter() - t)
+
+    trainer._generate_single_turn = timed
+    trainer.train()
+    rewards = [round(h["reward"], 3) for h in trainer.state.log_history if "reward" in h]
+    lengths = [round(h["completions/mean_length"]) for h in trainer.state.log_history if "completions/mean_length" in h]
+    step_s = statistics.median(timer.times[WARMUP:])
+    gen_s = statistics.median(generating[WARMUP:]) if len(generating) > WARMUP else generating[-1]
+    return {"step_s": step_s, "generate_s": gen_s, "steps": [round(t, 1) for t in timer.times], "rewards": rewards,
+            "lengths": lengths}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3, help="GRPO steps per mode (the first is a warm-up)")
+    parser.add_argument("--modes", nargs="+", default=["fp32", "bf16", "bf16-once", "bf16-once-sdpa"],
+                        choices=["fp32", "bf16", "bf16-once", "bf16-once-sdpa"])
+    parser.add_argument("--threads", type=int, default=2)
+    ns = parser.parse_args()
+    if not (DATA / "ifeval" / "input_data.jsonl").is_file():
+        sys.exit(f"needs the shared benchmark data in {DATA} (Alpaca + IFEval)")
+    if "bf16-once-sdpa" in ns.modes and ns.modes[-1] != "bf16-once-sdpa":
+        sys.exit("bf16-once-sdpa installs a process-wide attention path: give it last")
+    torch.set_num_threads(ns.threads)
+    from patarm.train.common import cpu_bf16
+
+    fast, why = cpu_bf16()
+    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
+          f"{ns.threads}, torch {torch.__version__}; bf16 default: {fast} ({why}); load average "
+          f"{os.getloadavg()[0]:.2f}", flush=True)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        rows, args = rl_rows(out, 64)
+        for mode in ns.modes:
+            r = results[mode] = run_mode(mode, rows, args, ns.steps, out)
+            print(f"{mode}: {r['step_s']:.1f} s a step (generating {r['generate_s']:.1f} s), steps {r['steps']}, "
+                  f"reward {r['rewards']}, mean completion tokens {r['lengths']}", flush=True)
+    for mode, r in results.items():
+        print(f"{mode}_step_s={r['step_s']:.1f}")
+    if "fp32" in results:
+        for mode, r in results.items():
+            if mode != "fp32":
+                print(f"speedup_{mode}={results['fp32']['step_s'] / r['step_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
