@@ -356,3 +356,24 @@ def test_progress_bar_survives_a_step_where_no_rollout_was_scored():
     state = SimpleNamespace(is_world_process_zero=True)
     callback.on_log(None, state, None, logs={"loss": 0.5, "reward": None})
     assert callback.training_bar.postfix == "loss=0.5"
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes_in_it(tmp_path, monkeypatch,
+                                                                                           has_bf16):
+    from types import SimpleNamespace
+
+    from patarm.demo.downstream.train import grpo_config
+    from patarm.train import common
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(common, "cpu_bf16", lambda *a: (has_bf16, "monkeypatched"))
+    source = ROOT / "patarm" / "demo" / "configs" / "ifeval-policy-grpo.yaml"
+    lines = [ln for ln in source.read_text().splitlines() if not ln.startswith("bf16:")]
+    (tmp_path / "auto.yaml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "fp32.yaml").write_text("\n".join(lines) + "\nbf16: false\n")
+    args = SimpleNamespace(grpo_config=str(tmp_path / "auto.yaml"), grpo_steps=2, seed=0, enable_thinking=False)
+    config = grpo_config(args, tmp_path, tmp_path / "grpo")
+    assert config.use_cpu and config.bf16 is has_bf16
+    args.grpo_config = str(tmp_path / "fp32.yaml")  # a config that says so keeps fp32
+    assert grpo_config(args, tmp_path, tmp_path / "grpo").bf16 is False

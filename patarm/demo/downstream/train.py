@@ -16,19 +16,23 @@ logger = logging.getLogger("patarm.downstream")
 
 
 def grpo_config(args: DownstreamArguments, out: Path, folder: Path) -> Any:
-    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed."""
+    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed. On a CPU, `bf16`
+    defaults to autocast where the CPU computes in bf16 (as `patarm sft` / `grpo` do), else fp32."""
     import torch
     from trl import GRPOConfig
 
     from patarm.config import RunArguments, parse_stage
+    from patarm.train.common import cpu_bf16, precision_sentence
 
-    defaults = {} if torch.cuda.is_available() else {"bf16": False, "use_cpu": True}
+    defaults = {} if torch.cuda.is_available() else {"bf16": cpu_bf16()[0], "use_cpu": True}
     argv = ["--config", args.grpo_config, "--run_dir", str(out), "--output_dir", str(folder), "--max_steps",
             str(args.grpo_steps), "--seed", str(args.seed)]
     _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
                             defaults=defaults)
     # one switch for rollouts and measurement: a policy is measured on the prompts it was trained on
     config.chat_template_kwargs = {**(config.chat_template_kwargs or {}), "enable_thinking": args.enable_thinking}
+    if config.use_cpu:
+        logger.info("policy GRPO: %s", precision_sentence(bool(config.bf16), *cpu_bf16()))
     return config
 
 
