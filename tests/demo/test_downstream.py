@@ -195,6 +195,7 @@ def test_report_files_and_tables(tmp_path, capsys):
             "judge": {
                 **_curve([1, 2, 3, 4, 5, 9, 9, 9, 9, 9], [0.5] * 10),
                 "heldout": [{"step": 0, **start}, {"step": 10, **end}],
+                "heldout_subset": [{"step": 0, "subset": 2, **start}, {"step": 5, "subset": 2, **end}],
             }
         },
         "reward_models": {"judge": {"accuracy": 0.8}},
@@ -377,3 +378,41 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
     assert config.use_cpu and config.bf16 is has_bf16
     args.grpo_config = str(tmp_path / "fp32.yaml")  # a config that says so keeps fp32
     assert grpo_config(args, tmp_path, tmp_path / "grpo").bf16 is False
+
+
+def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_measurements(tmp_path):
+    """eval_every_prompts: the measurements every K steps take the first N held-out items, the policy is measured on
+    them before the first step too, and the report keeps that curve apart from the full start / end."""
+    from types import SimpleNamespace
+
+    from patarm.demo.downstream.eval import HeldoutCallback
+    from patarm.demo.downstream.loop import _curves
+
+    seen = []
+
+    class Fake:
+        items = ["a", "b"]
+
+        def evaluate(self, model, tokenizer, names):
+            seen.append(model)
+            return {"greedy": {"verified": 0.5, "n_verified": 2}, "examples": ["x"]}
+
+    path = tmp_path / "grpo" / "heldout.jsonl"
+    path.parent.mkdir()
+    state = SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
+    callback = HeldoutCallback(Fake(), 5, str(path), subset=True)
+    callback.on_train_begin(None, state, None, model="start")
+    for step in range(1, 11):
+        state.global_step = step
+        callback.on_step_end(None, state, None, model=f"step {step}")
+    assert seen == ["start", "step 5"]  # the last step is measured in full after training
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["step"], r["subset"]) for r in rows] == [(0, 2), (5, 2)] and "examples" not in rows[0]
+    plain = HeldoutCallback(Fake(), 5, str(tmp_path / "plain.jsonl"))  # every held-out item: start.json is step 0
+    state.global_step = 0
+    plain.on_train_begin(None, state, None, model="start")
+    assert seen == ["start", "step 5"] and not (tmp_path / "plain.jsonl").exists()
+    curves = _curves(path.parent, {"greedy": {"verified": 0.4}})
+    assert [h["step"] for h in curves["heldout"]] == [0] and curves["heldout"][0]["greedy"]["verified"] == 0.4
+    assert [h["step"] for h in curves["heldout_subset"]] == [0, 5]
+    assert "heldout_subset" not in _curves(tmp_path / "none", {"greedy": {}})

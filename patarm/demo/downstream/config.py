@@ -80,6 +80,10 @@ class DownstreamArguments(RunArguments):
     rl_prompts: int = field(default=1000, metadata={"help": "RL prompts (rows; GRPO cycles through them)"})
     eval_every: int = field(default=25, metadata={"help": "measure held-out accuracy every N GRPO steps (0: only "
                                                            "before and after)"})
+    eval_every_prompts: int = field(default=0, metadata={"help": (
+        "the measurements every `eval_every` steps take the first N held-out prompts, the same ones each time, and "
+        "the starting policy is measured on them too before the first step, so the curve compares like with like "
+        "(0: all held-out prompts; the start and the end are always measured on all)")})
     eval_samples: int = field(default=4, metadata={"help": "sampled responses per held-out prompt (plus one greedy)"})
     eval_temperature: float = field(default=1.0, metadata={"help": "temperature of the sampled held-out responses"})
     eval_max_new_tokens: int = field(default=48, metadata={"help": "longest held-out response (tokens)"})
@@ -99,8 +103,8 @@ class DownstreamArguments(RunArguments):
         for name in ("task_pool", "heldout_prompts", "policy_sft_examples", "grpo_steps", "rl_prompts"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
-        if self.eval_every < 0 or self.eval_samples < 0:
-            raise ValueError("--eval_every and --eval_samples must be >= 0")
+        if self.eval_every < 0 or self.eval_samples < 0 or self.eval_every_prompts < 0:
+            raise ValueError("--eval_every, --eval_every_prompts and --eval_samples must be >= 0")
         if self.train_prompts_file and self.policy_sft:
             raise ValueError("--policy_sft trains on the synthetic task; with --train_prompts_file set "
                              "--policy_sft false (start from an instruction-tuned policy)")

@@ -202,20 +202,33 @@ def infobench_answers(backend: Any, flat: list[tuple[dict[str, Any], str]]) -> l
 
 class HeldoutCallback(TrainerCallback):
     """Every `every` optimizer steps, measures the policy on the held-out items (scored by `scorer_names`
-    only: the reward it is trained on) and appends the row to `path`."""
+    only: the reward it is trained on) and appends the row to `path`. With `subset` (the evaluator holds only the
+    first N held-out items) the rows say so (`subset: N`) and the policy is also measured before the first step,
+    so the curve starts on the same prompts."""
 
-    def __init__(self, evaluator: Evaluator, every: int, path: str, scorer_names: Sequence[str] = ()):
+    def __init__(self, evaluator: Evaluator, every: int, path: str, scorer_names: Sequence[str] = (),
+                 subset: bool = False):
         self.evaluator, self.every, self.path, self.scorer_names = evaluator, every, path, list(scorer_names)
+        self.subset = subset
+
+    def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        if self.subset and self.every > 0 and state.global_step == 0 and state.is_world_process_zero:
+            self._measure(state.global_step, model, processing_class)
 
     def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
         if self.every <= 0 or state.global_step % self.every or state.global_step >= state.max_steps:
             return  # the final step is measured in full after training
         if not state.is_world_process_zero:
             return
-        result = self.evaluator.evaluate(model, processing_class, self.scorer_names)
+        self._measure(state.global_step, model, processing_class)
+
+    def _measure(self, step: int, model: Any, tokenizer: Any) -> None:
+        result = self.evaluator.evaluate(model, tokenizer, self.scorer_names)
         kept = {k: v for k, v in result.items() if k not in ("examples", "greedy_responses")}
-        append_jsonl({"step": state.global_step, **kept}, self.path)
-        logger.info("step %d: held-out %s", state.global_step, brief(result))
+        subset = {"subset": len(self.evaluator.items)} if self.subset else {}
+        append_jsonl({"step": step, **subset, **kept}, self.path)
+        logger.info("step %d: held-out%s %s", step, f" (first {len(self.evaluator.items)} prompts)" if subset else "",
+                    brief(result))
 
 
 def brief(result: dict[str, Any]) -> str:

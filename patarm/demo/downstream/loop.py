@@ -291,13 +291,14 @@ def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
         if keys:  # a step where the reward scored no rollout (None) still has its rollouts' verified accuracy
             steps.append({"step": m["step"], "reward": m[keys[0]], "verified": m.get("verified/accuracy")})
     heldout = [{"step": 0, **{k: start[k] for k in ("greedy", "sampled") if k in start}}]
-    if (folder / "heldout.jsonl").is_file():
-        heldout += read_jsonl(folder / "heldout.jsonl")
+    rows = read_jsonl(folder / "heldout.jsonl") if (folder / "heldout.jsonl").is_file() else []
+    heldout += [r for r in rows if not r.get("subset")]
+    subset = [r for r in rows if r.get("subset")]  # the first N held-out prompts (eval_every_prompts), own curve
     if (folder / "result.json").is_file():
         final = read_json(folder / "result.json")
         heldout.append({"step": steps[-1]["step"] if steps else None,
                         **{k: final[k] for k in ("greedy", "sampled") if k in final}})
-    return {"steps": steps, "heldout": heldout}
+    return {"steps": steps, "heldout": heldout} | ({"heldout_subset": subset} if subset else {})
 
 
 def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[str, Any]:

@@ -129,6 +129,12 @@ def training_table(report: dict) -> str:
     return "\n".join(lines)
 
 
+def _points(rows: list[dict]) -> list[tuple[int, float]]:
+    """(step, verified accuracy) of held-out measurements: sampled where there are samples, else greedy."""
+    held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified")) for h in rows]
+    return [(s, v) for s, v in held if s is not None and v is not None]
+
+
 def plot(report: dict, path: Path) -> None:
     """Per reward: trained reward (left axis) and verified accuracy of rollouts and held-out (right axis);
     last panel: held-out verified accuracy of every reward's policy over steps."""
@@ -153,6 +159,9 @@ def plot(report: dict, path: Path) -> None:
         held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified")) for h in curve["heldout"]]
         held = [(s, v) for s, v in held if s is not None and v is not None]
         twin.plot([s for s, _ in held], [v for _, v in held], "o--", color="black", label="held-out: verified acc.")
+        if sub := _points(curve.get("heldout_subset", [])):
+            twin.plot([s for s, _ in sub], [v for _, v in sub], "s:", color="gray",
+                      label=f"held-out, first {curve['heldout_subset'][0]['subset']} prompts")
         twin.set_ylim(0, 1.02)
         twin.set_ylabel("verified accuracy")
         ax.set_title(f"reward = {reward}")

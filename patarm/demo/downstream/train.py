@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import logging
 from collections.abc import Sequence
@@ -55,7 +56,11 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
     model, tokenizer = load_causal_lm(policy, dtype=None if config.use_cpu else "bfloat16")
     callbacks: list[Any] = [JsonlMetricsCallback()]
     if args.eval_every:
-        callbacks.append(HeldoutCallback(evaluator, args.eval_every, str(folder / "heldout.jsonl"), scorer_names))
+        n = getattr(args, "eval_every_prompts", 0)
+        subset = 0 < n < len(evaluator.items)  # the first n held-out prompts, the same at every measurement
+        every = dataclasses.replace(evaluator, items=evaluator.items[:n]) if subset else evaluator
+        callbacks.append(HeldoutCallback(every, args.eval_every, str(folder / "heldout.jsonl"), scorer_names,
+                                         subset=subset))
     # TRL's GRPOTrainer as it is, its rollouts generated in one autocast region under bf16 (RolloutAutocastMixin)
     trainer = PolicyGRPOTrainer(model=model, reward_funcs=[reward_fn], args=config,
                                 train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=callbacks)
