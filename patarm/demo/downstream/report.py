@@ -156,8 +156,7 @@ def plot(report: dict, path: Path) -> None:
         twin = ax.twinx()
         twin.plot(steps, smooth([s.get("verified") for s in curve["steps"]]), color="tab:red", alpha=0.8,
                   label="rollouts: verified acc.")
-        held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified")) for h in curve["heldout"]]
-        held = [(s, v) for s, v in held if s is not None and v is not None]
+        held = _points(curve["heldout"])
         twin.plot([s for s, _ in held], [v for _, v in held], "o--", color="black", label="held-out: verified acc.")
         if sub := _points(curve.get("heldout_subset", [])):
             twin.plot([s for s, _ in sub], [v for _, v in sub], "s:", color="gray",
@@ -169,9 +168,7 @@ def plot(report: dict, path: Path) -> None:
         ax.legend(lines, [ln.get_label() for ln in lines], fontsize=7, loc="lower right")
     ax = axes[0][-1]
     for reward in rewards:
-        held = [(h["step"], (h.get("sampled") or h.get("greedy") or {}).get("verified"))
-                for h in report["curves"][reward]["heldout"]]
-        held = [(s, v) for s, v in held if s is not None and v is not None]
+        held = _points(report["curves"][reward]["heldout"])
         ax.plot([s for s, _ in held], [v for _, v in held], "o-", color=colors.get(reward, "k"), label=reward)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("GRPO step")
