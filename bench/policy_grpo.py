@@ -32,23 +32,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
+from real_model import StepTimer  # noqa: E402  (bench/, the script's folder, is on sys.path)
 
 DATA = ROOT.parent / "shared" / "benchmarks"
 WARMUP = 1
-
-
-class StepTimer(TrainerCallback):
-    """Wall time of every optimizer step (s)."""
-
-    def __init__(self):
-        self.times, self._t = [], 0.0
-
-    def on_step_begin(self, args, state, control, **kw):
-        self._t = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kw):
-        self.times.append(time.perf_counter() - self._t)
 
 
 def rl_rows(run_dir: Path, n: int) -> list[dict]:
