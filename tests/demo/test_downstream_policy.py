@@ -1,0 +1,69 @@
+"""The policy's GRPO in the downstream loop: its precision on a CPU, and the held-out curve measured every K steps
+on a fixed subset of the held-out prompts."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from helpers import ROOT
+
+
+@pytest.mark.parametrize("has_bf16", [True, False])
+def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes_in_it(tmp_path, monkeypatch,
+                                                                                           has_bf16):
+    from types import SimpleNamespace
+
+    from patarm.demo.downstream.train import grpo_config
+    from patarm.train import common
+
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr(common, "cpu_bf16", lambda *a: (has_bf16, "monkeypatched"))
+    source = ROOT / "patarm" / "demo" / "configs" / "ifeval-policy-grpo.yaml"
+    lines = [ln for ln in source.read_text().splitlines() if not ln.startswith("bf16:")]
+    (tmp_path / "auto.yaml").write_text("\n".join(lines) + "\n")
+    (tmp_path / "fp32.yaml").write_text("\n".join(lines) + "\nbf16: false\n")
+    args = SimpleNamespace(grpo_config=str(tmp_path / "auto.yaml"), grpo_steps=2, seed=0, enable_thinking=False)
+    config = grpo_config(args, tmp_path, tmp_path / "grpo")
+    assert config.use_cpu and config.bf16 is has_bf16
+    args.grpo_config = str(tmp_path / "fp32.yaml")  # a config that says so keeps fp32
+    assert grpo_config(args, tmp_path, tmp_path / "grpo").bf16 is False
+
+
+def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_measurements(tmp_path):
+    """eval_every_prompts: the measurements every K steps take the first N held-out items, the policy is measured on
+    them before the first step too, and the report keeps that curve apart from the full start / end."""
+    from types import SimpleNamespace
+
+    from patarm.demo.downstream.eval import HeldoutCallback
+    from patarm.demo.downstream.loop import _curves
+
+    seen = []
+
+    class Fake:
+        items = ["a", "b"]
+
+        def evaluate(self, model, tokenizer, names):
+            seen.append(model)
+            return {"greedy": {"verified": 0.5, "n_verified": 2}, "examples": ["x"]}
+
+    path = tmp_path / "grpo" / "heldout.jsonl"
+    path.parent.mkdir()
+    state = SimpleNamespace(global_step=0, max_steps=10, is_world_process_zero=True)
+    callback = HeldoutCallback(Fake(), 5, str(path), subset=True)
+    callback.on_train_begin(None, state, None, model="start")
+    for step in range(1, 11):
+        state.global_step = step
+        callback.on_step_end(None, state, None, model=f"step {step}")
+    assert seen == ["start", "step 5"]  # the last step is measured in full after training
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["step"], r["subset"]) for r in rows] == [(0, 2), (5, 2)] and "examples" not in rows[0]
+    plain = HeldoutCallback(Fake(), 5, str(tmp_path / "plain.jsonl"))  # every held-out item: start.json is step 0
+    state.global_step = 0
+    plain.on_train_begin(None, state, None, model="start")
+    assert seen == ["start", "step 5"] and not (tmp_path / "plain.jsonl").exists()
+    curves = _curves(path.parent, {"greedy": {"verified": 0.4}})
+    assert [h["step"] for h in curves["heldout"]] == [0] and curves["heldout"][0]["greedy"]["verified"] == 0.4
+    assert [h["step"] for h in curves["heldout_subset"]] == [0, 5]
+    assert "heldout_subset" not in _curves(tmp_path / "none", {"greedy": {}})
