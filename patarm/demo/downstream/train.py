@@ -56,7 +56,7 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
     model, tokenizer = load_causal_lm(policy, dtype=None if config.use_cpu else "bfloat16")
     callbacks: list[Any] = [JsonlMetricsCallback()]
     if args.eval_every:
-        n = getattr(args, "eval_every_prompts", 0)
+        n = args.eval_every_prompts
         subset = 0 < n < len(evaluator.items)  # the first n held-out prompts, the same at every measurement
         every = dataclasses.replace(evaluator, items=evaluator.items[:n]) if subset else evaluator
         callbacks.append(HeldoutCallback(every, args.eval_every, str(folder / "heldout.jsonl"), scorer_names,
