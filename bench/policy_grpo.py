@@ -21,7 +21,6 @@ in two modes mean the precision did not switch: the timing then compares nothing
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import platform
 import statistics
@@ -70,10 +69,12 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
 
         install_cpu_decode_attention()
     args.grpo_steps = steps
-    config = grpo_config(args, out, out / mode)
-    # a new config, so TrainingArguments' __post_init__ sees the precision (setting the attribute afterwards did not
-    # switch it: the first run's fp32 and bf16 rollouts came out token for token the same)
-    config = dataclasses.replace(config, bf16=mode != "fp32", report_to=[], disable_tqdm=True)
+    # the precision given while the config is built, so TrainingArguments' __post_init__ sees it (setting the
+    # attribute afterwards did not switch it: the first run's fp32 and bf16 rollouts came out token for token the same)
+    config = grpo_config(args, out, out / mode, ["--bf16", str(mode != "fp32"), "--report_to", "none",
+                                                 "--disable_tqdm", "true"])
+    if config.mixed_precision != ("no" if mode == "fp32" else "bf16"):
+        sys.exit(f"{mode}: the config's mixed_precision is {config.mixed_precision!r}")
     cls = type("Policy", (RolloutAutocastMixin, GRPOTrainer), {}) if "once" in mode else GRPOTrainer
     model, tokenizer = load_causal_lm(args.policy_model)
     timer = StepTimer()

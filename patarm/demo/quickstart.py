@@ -128,11 +128,16 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
     clock.done("GRPO judge", note=_brief(stages["grpo"]))
 
+    import torch
+
     from patarm.export import export
     export(out / "grpo", out / "export", eval_results={k: v for k, v in stages.items()}, overwrite=True)
     clock.done("export")
     report = {"stages": stages, "grpo_curve": grpo_curve(out / "grpo" / "metrics.jsonl"),
-              "seconds": round(clock.last - clock.t0, 1), "timings": clock.timings}
+              "seconds": round(clock.last - clock.t0, 1), "timings": clock.timings, "seed": seed,
+              # the ATen kernel set this process ran (ATEN_CPU_CAPABILITY forces another CPU's): the outcome depends
+              # on it (docs/results.md, seeds x kernels)
+              "cpu_kernels": torch.backends.cpu.get_cpu_capability()}
     from patarm.demo.report import write_quickstart_report
     paths = write_quickstart_report(report, out)
     return report | {"paths": paths}

@@ -29,6 +29,10 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
     assert config.use_cpu and config.bf16 is has_bf16
     args.grpo_config = str(tmp_path / "fp32.yaml")  # a config that says so keeps fp32
     assert grpo_config(args, tmp_path, tmp_path / "grpo").bf16 is False
+    # an override switches the precision while the config is built (TRL's mixed_precision follows; a flag set on a
+    # finished config does not switch it, as bench/policy_grpo.py's first run showed)
+    switched = grpo_config(args, tmp_path, tmp_path / "grpo", ["--bf16", "true"])
+    assert switched.bf16 is True and switched.mixed_precision == "bf16"
 
 
 def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_measurements(tmp_path):

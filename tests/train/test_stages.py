@@ -91,6 +91,33 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_the_spread_bench_runs_two_seeds_under_forced_kernels_and_resumes(tmp_path):
+    """`bench/quickstart_spread.py` at the test-suite size: two seeds under another CPU's kernels (SSE, forced through
+    the environment of each cell), each its own run with its own judge, the table read back without rerunning. The
+    learning itself is measured at full size (docs/results.md: 15 cells); the small judge learns nothing."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, str(ROOT / "bench" / "quickstart_spread.py"), "--small", "--seeds", "0", "1", "--kernels",
+           "default", "--jobs", "2", "--out", str(tmp_path)]
+    first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "ATen kernels: default=DEFAULT" in first.stdout
+    cells = json.loads((tmp_path / "table.json").read_text())
+    assert sorted((c["seed"], c["kernel"]) for c in cells) == [(0, "default"), (1, "default")]
+    assert all(0 <= c["sft"] <= 1 and 0 <= c["grpo"] <= 1 for c in cells)
+    reports = [json.loads((tmp_path / f"default-seed{s}" / "report.json").read_text()) for s in (0, 1)]
+    assert [(r["seed"], r["cpu_kernels"]) for r in reports] == [(0, "DEFAULT"), (1, "DEFAULT")]  # the env reached it
+    judges = [(tmp_path / f"default-seed{s}" / "sft" / "model.safetensors").read_bytes() for s in (0, 1)]
+    assert judges[0] != judges[1]  # the seed reaches the data and the judge's initialisation
+    assert "cells_below_0.95=" in first.stdout
+    stamp = (tmp_path / "default-seed0" / "report.json").stat().st_mtime_ns
+    again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and "default seed 0:" not in again.stdout  # read, not rerun
+    assert (tmp_path / "default-seed0" / "report.json").stat().st_mtime_ns == stamp
+
+
+@pytest.mark.slow
 def test_grpo_trackers_write_under_the_output_folder(tmp_path, monkeypatch, sft_judge):
     """Truncated prompts are logged once training began: a log before `train()` opened TensorBoard's writer in
     the working directory (`./runs/<date>`), outside the run folder."""

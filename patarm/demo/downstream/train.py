@@ -16,9 +16,10 @@ from patarm.io import read_json, read_jsonl, write_json
 logger = logging.getLogger("patarm.downstream")
 
 
-def grpo_config(args: DownstreamArguments, out: Path, folder: Path) -> Any:
-    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed. On a CPU, `bf16`
-    defaults to autocast where the CPU computes in bf16 (as `patarm sft` / `grpo` do), else fp32."""
+def grpo_config(args: DownstreamArguments, out: Path, folder: Path, overrides: Sequence[str] = ()) -> Any:
+    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed, then `overrides`
+    (`--key value`, as on a command line). On a CPU, `bf16` defaults to autocast where the CPU computes in bf16 (as
+    `patarm sft` / `grpo` do), else fp32."""
     import torch
     from trl import GRPOConfig
 
@@ -27,7 +28,7 @@ def grpo_config(args: DownstreamArguments, out: Path, folder: Path) -> Any:
 
     defaults = {} if torch.cuda.is_available() else {"bf16": cpu_bf16()[0], "use_cpu": True}
     argv = ["--config", args.grpo_config, "--run_dir", str(out), "--output_dir", str(folder), "--max_steps",
-            str(args.grpo_steps), "--seed", str(args.seed)]
+            str(args.grpo_steps), "--seed", str(args.seed), *overrides]
     _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
                             defaults=defaults)
     # one switch for rollouts and measurement: a policy is measured on the prompts it was trained on
