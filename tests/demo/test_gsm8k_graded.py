@@ -176,6 +176,9 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
                        "rubric-adaptive": {"rubric_mode", "max_new_tokens", "run_dir", "ablation"}}
     with pytest.raises(ValueError, match="no such ablation"):
         parse_args(["--ablation", "nope"])
+    with pytest.raises(ValueError, match="sft_epochs must be > 0"):
+        parse_args(["--sft_epochs", "0"])
+    assert parse_args(["--ablation", "sft-more"]).sft_epochs == 2.7  # the CPU time of RL set + GRPO-PAR
 
 
 def _fake_report(seed: int, run_dir: str = "") -> dict:

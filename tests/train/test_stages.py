@@ -1,6 +1,8 @@
 """Training stages in one process on tiny models: SFT data checks, truncation, BT, judge CLI, quickstart."""
 
 import json
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,9 +97,6 @@ def test_the_spread_bench_runs_two_seeds_under_forced_kernels_and_resumes(tmp_pa
     """`bench/quickstart_spread.py` at the test-suite size: two seeds under another CPU's kernels (SSE, forced through
     the environment of each cell), each its own run with its own judge, the table read back without rerunning. The
     learning itself is measured at full size (docs/results.md: 15 cells); the small judge learns nothing."""
-    import subprocess
-    import sys
-
     cmd = [sys.executable, str(ROOT / "bench" / "quickstart_spread.py"), "--small", "--seeds", "0", "1", "--kernels",
            "default", "--jobs", "2", "--out", str(tmp_path)]
     first = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)

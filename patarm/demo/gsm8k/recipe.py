@@ -143,6 +143,9 @@ class GSM8KArguments(RunArguments):
                        "max_prompt_tokens", "max_new_tokens", "eval_batch_size")
         if self.grpo_steps < 0 or self.vote_k < 0:
             raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
+        if self.sft_epochs is not None and not self.sft_epochs > 0:
+            raise ValueError(f"sft_epochs must be > 0 (or left unset: the SFT config's num_train_epochs), got "
+                             f"{self.sft_epochs}")
         self.skill = self.skill or SKILL_OF[self.teacher]
         from patarm.train.common import auto_dtype
 
