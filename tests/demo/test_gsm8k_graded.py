@@ -261,6 +261,26 @@ def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
     assert any(getattr(a, "max_length", None) == 560 and getattr(a, "num_train_epochs", None) == 2 for a in sft)
 
 
+def test_sft_rows_stating_follows_no_are_repeated_and_counted():
+    """`follows_no_repeat`: the teacher's rare `follows :: no` rows (here the final answer 30 after a last step of
+    28, and decimals dropped) appear that many times; the others once; the manifest counts both."""
+    from patarm.data import Manifest
+    from patarm.demo.gsm8k.recipe import parse_args
+    from patarm.demo.gsm8k.stages import repeat_follows_no
+
+    rounding = "Each gets 24 / 11 = <<24/11=2.1818>>2.1818 cookies.\nA: 2"
+    texts = [GradedTeacher().judge(QUESTION, s, "28", True) for s in (RIGHT, WRONG_STEP, NOT_FOLLOWING, rounding)]
+    rows = [{"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": t}], "pair_id": str(k)}
+            for k, t in enumerate(texts)]
+    once, manifest = repeat_follows_no(rows, 1, Manifest()), Manifest()
+    assert once == rows
+    thrice = repeat_follows_no(rows, 3, manifest)
+    assert [r["pair_id"] for r in thrice] == ["0", "1", "2", "3", "2", "3", "2", "3"]
+    assert (manifest.extra["follows_no_rows"], manifest.extra["sft_rows"]) == (2, 8)
+    with pytest.raises(ValueError, match="follows_no_repeat"):
+        parse_args(["--follows_no_repeat", "0"])
+
+
 def test_consistency_command_reads_eval_records(tmp_path, capsys):
     from patarm.demo.gsm8k.consistency import main
     from patarm.io import write_jsonl

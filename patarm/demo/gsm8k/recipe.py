@@ -80,6 +80,9 @@ class GSM8KArguments(RunArguments):
                               "solution) whose pairs make the SFT corpus"})
     rl_problems: int = field(default=16, metadata={"help": "further train problems whose pairs are the RL pool"})
     pairs_per_problem: int = field(default=1, metadata={"help": "(correct, incorrect) pairs drawn per problem"})
+    follows_no_repeat: int = field(default=1, metadata={"help": "graded teacher: SFT rows whose judgment says `follows "
+                                   ":: no` (a final answer that is not the last step's result, mostly decimals "
+                                   "dropped: 32 of 800 rows at the CPU default) appear this many times; 1 = once"})
     sft_min_margin: float = field(default=2.0, metadata={"help": "the paper's SFT-corpus filter in the reference "
                                   "arm: keep pairs whose teacher margin (chosen − rejected score) is > this"})
     rule_sft_min_margin: float = field(
@@ -140,7 +143,7 @@ class GSM8KArguments(RunArguments):
         from patarm.demo.gsm8k.teacher import SKILL_OF
 
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
-                       "max_prompt_tokens", "max_new_tokens", "eval_batch_size")
+                       "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat")
         if self.grpo_steps < 0 or self.vote_k < 0:
             raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
         if self.sft_epochs is not None and not self.sft_epochs > 0:
