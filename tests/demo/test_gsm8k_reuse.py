@@ -3,13 +3,14 @@ deciding arguments differ is redone (no training here: the stage folders are fak
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from patarm.demo.gsm8k import ablations, seeds
-from patarm.demo.gsm8k.recipe import parse_args
+from patarm.demo.gsm8k.recipe import argument_defaults, parse_args
 from patarm.demo.gsm8k.reuse import reuse_sft
 from patarm.io import write_json
 
@@ -28,7 +29,7 @@ def _finished_run(root: Path, *flags: str) -> Path:
 
 def _reuse(src: Path, dst: Path, *flags: str) -> dict:
     args = parse_args(["--run_dir", str(dst), "--reuse_sft", str(src), *flags])
-    return reuse_sft(args.reuse_sft, dst, args.arms, asdict(args))
+    return reuse_sft(args.reuse_sft, dst, args.arms, asdict(args), argument_defaults())
 
 
 def test_a_grpo_only_ablation_links_the_sft_judge_and_copies_its_judgments(tmp_path):
@@ -128,3 +129,14 @@ def test_another_grpo_seed_reuses_the_sft_judge_and_reaches_the_grpo_stage_alone
         recipe.run_arm(args, "reference", tmp_path / "r" / "reference", [], [], [], clock)
         [(stage, given)] = calls  # the SFT judge is there: GRPO is the only stage trained
         assert stage == "grpo" and given[given.index("--seed") + 1] == seed
+
+
+def test_an_argument_the_source_predates_counts_as_its_default(tmp_path):
+    src = _finished_run(tmp_path / "old")
+    report = src / "report.json"
+    old = json.loads(report.read_text())
+    del old["arguments"]["follows_no_repeat"]          # a run made before the argument existed
+    write_json(old, report)
+    assert _reuse(src, tmp_path / "same")["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
+    got = _reuse(src, tmp_path / "more", "--follows_no_repeat", "4")["reference"]
+    assert got["stages"] == ["eval/base.jsonl"] and "follows_no_repeat" in got["not_reused"]

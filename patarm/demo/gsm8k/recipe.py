@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -164,6 +164,11 @@ class GSM8KArguments(RunArguments):
             raise ValueError(f"rl_keep must be [low, high] with 0 <= low <= high <= 1, got {self.rl_keep}")
 
 
+def argument_defaults() -> dict[str, Any]:
+    """The recipe arguments' defaults (those with a plain default), as a run's report would record them."""
+    return {f.name: f.default for f in fields(GSM8KArguments) if f.default is not MISSING}
+
+
 def parse_args(argv: list[str]) -> GSM8KArguments:
     """The recipe's arguments: the CPU default config, the `--ablation`'s config, then the given configs and flags."""
     from patarm.config import parse_stage
@@ -204,7 +209,7 @@ def run(args: GSM8KArguments) -> dict:
     if args.reuse_sft:
         from patarm.demo.gsm8k.reuse import reuse_sft
 
-        reused = reuse_sft(args.reuse_sft, out, args.arms, asdict(args))
+        reused = reuse_sft(args.reuse_sft, out, args.arms, asdict(args), argument_defaults())
     logger.info("%d problems (%s); held out %d, SFT pairs from %d problems, RL pool from %d", len(problems),
                 manifest.to_dict()["dropped"] or "none dropped", len(heldout), len(sft_set), len(rl_pool))
     arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock) for arm in args.arms}

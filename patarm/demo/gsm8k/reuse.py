@@ -58,15 +58,17 @@ def _link(src: Path, dst: Path) -> None:
         dst.symlink_to(src.resolve(), target_is_directory=True)
 
 
-def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours: dict) -> dict:
+def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours: dict,
+              defaults: dict | None = None) -> dict:
     """Link the source run's SFT stages of each arm into `run_dir` where their arguments match; returns what was
-    reused per arm (and why not, where not) — the report's `reused`."""
+    reused per arm (and why not, where not) — the report's `reused`. An argument the source's report lacks (the run
+    predates it) counts as its value in `defaults`: an argument is added with a default that keeps the old behaviour."""
     source_dir = Path(source_dir)
     report = source_dir / "report.json"
     if not report.is_file():
         raise ValueError(f"reuse_sft {source_dir}: no report.json there — name a finished run folder of this recipe "
                          "(its SFT judge and its recipe arguments are read from it)")
-    source = read_json(report)["arguments"]
+    source = (defaults or {}) | read_json(report)["arguments"]
     if (source_dir / "split.json").is_file() and (Path(run_dir) / "split.json").is_file() and \
             read_json(source_dir / "split.json") != read_json(Path(run_dir) / "split.json"):
         raise ValueError(f"reuse_sft {source_dir}: its held-out/SFT/RL split differs from {run_dir}'s split.json")
