@@ -3,7 +3,6 @@ deciding arguments differ is redone (no training here: the stage folders are fak
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from patarm.demo.gsm8k import ablations, seeds
 from patarm.demo.gsm8k.recipe import argument_defaults, parse_args
 from patarm.demo.gsm8k.reuse import reuse_sft
-from patarm.io import write_json
+from patarm.io import read_json, write_json
 
 
 def _finished_run(root: Path, *flags: str) -> Path:
@@ -134,7 +133,7 @@ def test_another_grpo_seed_reuses_the_sft_judge_and_reaches_the_grpo_stage_alone
 def test_an_argument_the_source_predates_counts_as_its_default(tmp_path):
     src = _finished_run(tmp_path / "old")
     report = src / "report.json"
-    old = json.loads(report.read_text())
+    old = read_json(report)
     del old["arguments"]["follows_no_repeat"]          # a run made before the argument existed
     write_json(old, report)
     assert _reuse(src, tmp_path / "same")["reference"]["stages"][:2] == ["prep/pointwise", "sft"]

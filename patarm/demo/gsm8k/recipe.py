@@ -165,8 +165,9 @@ class GSM8KArguments(RunArguments):
 
 
 def argument_defaults() -> dict[str, Any]:
-    """The recipe arguments' defaults (those with a plain default), as a run's report would record them."""
-    return {f.name: f.default for f in fields(GSM8KArguments) if f.default is not MISSING}
+    """The recipe arguments' defaults, as a run's report would record them."""
+    return {f.name: f.default if f.default is not MISSING else f.default_factory() for f in fields(GSM8KArguments)
+            if f.default is not MISSING or f.default_factory is not MISSING}
 
 
 def parse_args(argv: list[str]) -> GSM8KArguments:
