@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import json
 import os
+import re
 import sys
 import types
 import typing
@@ -222,8 +223,10 @@ class StageParser(argparse.ArgumentParser):
 def _plain_field(f: dataclasses.Field, hint: Any) -> dataclasses.Field:
     """A copy of `f` that HfArgumentParser understands: resolved type, our own metadata keys removed,
     dict fields parsed from JSON text."""
-    new = dataclasses.field(default=f.default, default_factory=f.default_factory,
-                            metadata={k: v for k, v in f.metadata.items() if k != "path"})
+    metadata = {k: v for k, v in f.metadata.items() if k != "path"}
+    if isinstance(metadata.get("help"), str):  # argparse %-formats help: a literal "21 % of" would break --help
+        metadata["help"] = re.sub(r"(?<!%)%(?![(%])", "%%", metadata["help"])
+    new = dataclasses.field(default=f.default, default_factory=f.default_factory, metadata=metadata)
     new.name, new.type = f.name, hint
     inner = _strip_optional(hint)
     if inner is dict or typing.get_origin(inner) is dict:

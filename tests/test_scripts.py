@@ -95,3 +95,22 @@ def test_dry_run_touches_nothing(tmp_path, script):
     dry_run(script, *ARGS, NNODES="2", NODE_RANK="0", MASTER_ADDR="h", SLURM_NNODES="2", MAIN_PROCESS_IP="h",
             VENV=str(tmp_path / "no-such-venv"))
     assert (ROOT / "logs").exists() == before
+
+
+def test_gsm8k_gpu_check_runs_the_cpu_default_on_a_gpu(tmp_path):
+    """scripts/gsm8k_gpu_check.sh: the stage configs are the CPU default's with only `use_cpu: false, bf16: true`,
+    and the recipe runs with judging on the GPU in bf16, the given flags last (they win)."""
+    import yaml
+
+    commands, _ = dry_run(ROOT / "scripts" / "gsm8k_gpu_check.sh", str(tmp_path / "run"), "--seeds", "0", "1")
+    configs = tmp_path / "run" / "gpu-configs"
+    for name in ("gsm8k-sft.yaml", "gsm8k-grpo.yaml", "gsm8k-grpo-evidence.yaml", "gsm8k-bt.yaml"):
+        cpu = yaml.safe_load((ROOT / "patarm" / "demo" / "configs" / name).read_text())
+        gpu = yaml.safe_load((configs / name).read_text())
+        assert gpu == cpu | {"use_cpu": False, "bf16": True}, name
+    [command] = [shlex.split(c) for c in commands]
+    assert command[:4] == ["python3", "-m", "patarm", "quickstart"] and command[-3:] == ["--seeds", "0", "1"]
+    flags = dict(zip(command[4:-3:2], command[5:-3:2]))
+    assert flags["--recipe"] == "gsm8k-skill" and flags["--judge_device"] == "cuda"
+    assert flags["--eval_dtype"] == "bfloat16"
+    assert flags["--grpo_config"] == str(configs / "gsm8k-grpo.yaml") and flags["--run_dir"] == str(tmp_path / "run")

@@ -56,9 +56,31 @@ def cpu_bf16(cpuinfo: str | os.PathLike = "/proc/cpuinfo") -> tuple[bool, str]:
     except OSError:
         return False, f"{cpuinfo} is not readable, so bf16 support is unknown"
     found = [f for f in CPU_BF16_FLAGS if f in flags]
-    if found:
-        return True, f"the CPU has {', '.join(found)}"
-    return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
+    if not found:
+        return False, f"the CPU has none of {', '.join(CPU_BF16_FLAGS)} (bf16 would be emulated)"
+    capped = kernels_capped()
+    if capped:
+        return False, f"the CPU has {', '.join(found)}, but {capped} (bf16 would be emulated)"
+    return True, f"the CPU has {', '.join(found)}"
+
+
+# oneDNN's ISA caps (ONEDNN_MAX_CPU_ISA) at or above which it has native bf16 dot products; ATen's (ATEN_CPU_CAPABILITY)
+ONEDNN_BF16_ISAS = ("AVX512_CORE_BF16", "AVX512_CORE_FP16", "AVX10_1_512", "AVX512_CORE_AMX", "AVX10_1_512_AMX",
+                    "AVX512_CORE_AMX_FP16", "AVX10_1_512_AMX_FP16", "DEFAULT", "ALL")
+
+
+def kernels_capped(env: dict | None = None) -> str:
+    """Why the kernels run below the CPU's bf16 instructions, or "" when they do not: another CPU's kernels forced
+    through the environment (`ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2`, as the README's kernel checks do)
+    leave bf16 matmuls emulated, so the precision a run picks follows the kernels, as on that other CPU."""
+    env = os.environ if env is None else env
+    onednn = env.get("ONEDNN_MAX_CPU_ISA", env.get("DNNL_MAX_CPU_ISA", "")).strip().upper()
+    if onednn and onednn not in ONEDNN_BF16_ISAS:
+        return f"ONEDNN_MAX_CPU_ISA={onednn} caps oneDNN below AVX512_CORE_BF16"
+    aten = env.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+    if aten and not aten.startswith("avx512"):
+        return f"ATEN_CPU_CAPABILITY={aten} caps ATen below AVX-512"
+    return ""
 
 
 def auto_dtype(value: str, device: str = "cpu") -> str:

@@ -139,7 +139,7 @@ def test_thinking_switch_reaches_the_chat_template(tiny_folder, tmp_path):
     assert thinking_switch(None, str(judge)) is True and thinking_switch(False, str(judge)) is False
 
 
-def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
+def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog, monkeypatch):
     """bf16 autocast is the CPU default exactly where the CPU has native bf16 instructions, and the run log
     says which precision it trains in and why."""
     import logging
@@ -150,6 +150,8 @@ def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
     from patarm.train import parse_args
     from patarm.train.common import cpu_bf16, setup_logging
 
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
     (tmp_path / "bf16").write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16\n")
     (tmp_path / "avx2").write_text("processor\t: 0\nflags\t\t: fpu sse avx2\n")
     assert cpu_bf16(tmp_path / "bf16") == (True, "the CPU has avx512_bf16")
@@ -160,6 +162,28 @@ def test_cpu_precision_default_follows_the_cpu_flags(tmp_path, caplog):
     with caplog.at_level(logging.INFO, logger="patarm.train.common"):
         setup_logging(SimpleNamespace(use_cpu=True, bf16=False, report_to=[], output_dir=str(tmp_path)))
     assert "CPU training in fp32" in caplog.text
+
+
+def test_forced_kernels_take_the_precision_of_the_cpu_they_stand_for(tmp_path, monkeypatch):
+    """Another CPU's kernels forced through the environment (the README's kernel checks) make bf16 matmuls emulated,
+    so the default precision is fp32 there, as on that CPU; kernels at or above AVX512-BF16 keep bf16."""
+    from patarm.train.common import auto_dtype, cpu_bf16, kernels_capped
+
+    bf16 = tmp_path / "bf16"
+    bf16.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f avx512_bf16 amx_bf16\n")
+    assert kernels_capped({}) == "" and kernels_capped({"ONEDNN_MAX_CPU_ISA": "avx512_core_amx"}) == ""
+    assert kernels_capped({"ATEN_CPU_CAPABILITY": "avx512", "ONEDNN_MAX_CPU_ISA": "DEFAULT"}) == ""
+    assert "ONEDNN_MAX_CPU_ISA=AVX2" in kernels_capped({"ONEDNN_MAX_CPU_ISA": "AVX2"})
+    assert "ATEN_CPU_CAPABILITY=default" in kernels_capped({"ATEN_CPU_CAPABILITY": "default"})
+    for name in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"):
+        monkeypatch.delenv(name, raising=False)
+    assert cpu_bf16(bf16)[0] is True
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    native, why = cpu_bf16(bf16)
+    assert native is False and "amx_bf16, avx512_bf16" in why and "emulated" in why
+    monkeypatch.setattr("patarm.train.common.cpu_bf16", lambda *a: cpu_bf16(bf16))
+    assert auto_dtype("auto") == "float32" and auto_dtype("bfloat16") == "bfloat16"
 
 
 def test_cpu_recipes_leave_precision_to_the_cpu(monkeypatch):
