@@ -6,7 +6,7 @@
 # and judging runs on the GPU in bf16 (`--judge_device cuda --eval_dtype bfloat16`). Everything else is the CPU
 # default, so its report sets beside a CPU run's on the same seed (docs/gsm8k-skill.md: "A GPU").
 # Extra flags go to `patarm quickstart` after these, e.g. `--seeds 0 1 2`, `--model gguf:/path/model.gguf`,
-# `--follows_no_repeat 4 --grpo_config RUN_DIR/gpu-configs/gsm8k-grpo-evidence.yaml`.
+# `--follows_no_repeat 1 --grpo_config RUN_DIR/gpu-configs/gsm8k-grpo-par.yaml` (the default before 2026-12-04).
 # DRY_RUN=1 writes the configs and prints the command instead of running it.
 set -euo pipefail
 run_dir=$(realpath -m "${1:?usage: scripts/gsm8k_gpu_check.sh RUN_DIR [quickstart flags...]}")
@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 
 out = Path(sys.argv[1])
-for name in ("gsm8k-sft.yaml", "gsm8k-grpo.yaml", "gsm8k-grpo-evidence.yaml", "gsm8k-bt.yaml"):
+for name in ("gsm8k-sft.yaml", "gsm8k-grpo.yaml", "gsm8k-grpo-par.yaml", "gsm8k-bt.yaml"):
     config = yaml.safe_load((Path("patarm/demo/configs") / name).read_text())
     config |= {"use_cpu": False, "bf16": True}
     (out / name).write_text(f"# {name} of the CPU default on one GPU (scripts/gsm8k_gpu_check.sh)\n"

@@ -104,7 +104,7 @@ def test_gsm8k_gpu_check_runs_the_cpu_default_on_a_gpu(tmp_path):
 
     commands, _ = dry_run(ROOT / "scripts" / "gsm8k_gpu_check.sh", str(tmp_path / "run"), "--seeds", "0", "1")
     configs = tmp_path / "run" / "gpu-configs"
-    for name in ("gsm8k-sft.yaml", "gsm8k-grpo.yaml", "gsm8k-grpo-evidence.yaml", "gsm8k-bt.yaml"):
+    for name in ("gsm8k-sft.yaml", "gsm8k-grpo.yaml", "gsm8k-grpo-par.yaml", "gsm8k-bt.yaml"):
         cpu = yaml.safe_load((ROOT / "patarm" / "demo" / "configs" / name).read_text())
         gpu = yaml.safe_load((configs / name).read_text())
         assert gpu == cpu | {"use_cpu": False, "bf16": True}, name

@@ -246,14 +246,14 @@ def test_the_recipe_flags_reach_the_stage_configs(tmp_path):
     assert (grpo_args.max_steps, grpo_args.max_completion_length) == (40, 96)
     # the KL experiment's stage config is the GRPO config with beta alone changed
     _, kl_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo-kl.yaml"), tmp_path, "--model_name_or_path", "x")
-    _, plain, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")
-    assert (kl_args.beta, plain.beta) == (0.04, 0.0)
+    plain_data, plain, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo-par.yaml"), tmp_path,
+                                      "--model_name_or_path", "x")
+    assert (kl_args.beta, plain.beta) == (0.04, 0.0)  # the KL experiment was measured on PAR alone
     assert {k for k, v in vars(kl_args).items() if v != getattr(plain, k)} - {"distributed_state"} == {"beta"}
-    # the evidence experiment's: the GRPO config with the skill's evidence check added, nothing else changed
-    ev_data, ev_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo-evidence.yaml"), tmp_path,
-                                     "--model_name_or_path", "x")
-    plain_data = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")[0]
+    # the default: PAR alone (the default before 2026-12-04) with the skill's evidence check added, nothing else
+    ev_data, ev_args, _ = stage_args("grpo", str(CONFIG_DIR / "gsm8k-grpo.yaml"), tmp_path, "--model_name_or_path", "x")
     assert {k for k, v in vars(ev_data).items() if v != getattr(plain_data, k)} == {"extra_rewards"}
+    assert plain_data.extra_rewards in (None, [])
     assert ev_data.extra_rewards == ["patarm.demo.gsm8k.consistency:evidence_reward"]
     assert {k for k, v in vars(ev_args).items() if v != getattr(plain, k)} - {"distributed_state"} == set()
     sft = stage_args("sft", str(CONFIG_DIR / "gsm8k-sft.yaml"), tmp_path, "--model_name_or_path", "x",
