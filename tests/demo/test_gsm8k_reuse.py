@@ -7,20 +7,24 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+import yaml
 
 from patarm.demo.gsm8k import ablations, seeds
 from patarm.demo.gsm8k.recipe import argument_defaults, parse_args
-from patarm.demo.gsm8k.reuse import reuse_sft
+from patarm.demo.gsm8k.reuse import TRAINING_KEYS, reuse_sft
 from patarm.io import read_json, write_json
 
 
 def _finished_run(root: Path, *flags: str) -> Path:
     args = parse_args(["--ablation", "baseline", "--run_dir", str(root), *flags])
     arm = root / "reference"
-    for marker in ("sft/patarm_config.json", "prep/pointwise/manifest.json", "prep/rl/manifest.json",
+    for marker in ("prep/pointwise/manifest.json", "prep/rl/manifest.json",
                    "eval/base.jsonl", "eval/sft.jsonl", "eval/sft-expected.jsonl", "eval/grpo.jsonl"):
         (arm / marker).parent.mkdir(parents=True, exist_ok=True)
         (arm / marker).write_text(marker)
+    config = yaml.safe_load(Path(args.sft_config).read_text())  # what the SFT judge records it trained with
+    write_json({"stage": "sft", "training": {k: config[k] for k in TRAINING_KEYS if k in config}},
+               arm / "sft" / "patarm_config.json")
     write_json({"arguments": asdict(args)}, root / "report.json")
     write_json({"heldout": ["a"], "sft": ["b"], "rl": ["c"]}, root / "split.json")
     return root
@@ -140,3 +144,17 @@ def test_an_argument_the_source_predates_counts_as_its_default(tmp_path):
                                                                                                       "sft"]
     got = _reuse(src, tmp_path / "more")["reference"]  # the CPU default repeats them 4× since 2026-12-04
     assert got["stages"] == ["eval/base.jsonl"] and "follows_no_repeat" in got["not_reused"]
+
+
+def test_an_sft_judge_trained_under_an_older_config_text_is_not_reused(tmp_path):
+    """Both runs name the same SFT config file, but the source's judge recorded other epochs (the file changed since):
+    its arguments look equal, its training did not."""
+    src = _finished_run(tmp_path / "old")
+    recorded = src / "reference" / "sft" / "patarm_config.json"
+    old = read_json(recorded)
+    assert _reuse(src, tmp_path / "same")["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
+    old["training"]["num_train_epochs"] = 1
+    write_json(old, recorded)
+    got = _reuse(src, tmp_path / "now")["reference"]
+    assert got["stages"] == ["eval/base.jsonl"] and "num_train_epochs 1 -> 2" in got["not_reused"]
+    assert not (tmp_path / "now" / "reference" / "sft").exists()

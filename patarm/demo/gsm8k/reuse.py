@@ -36,6 +36,11 @@ EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probabili
 BASE_KEYS = ("data_dir", "model", "skill", "rubric_mode", "heldout_problems", "max_prompt_tokens", "max_new_tokens",
              "seed", "split_seed")
 CONFIG_KEYS = ("sft_config",)
+# SFT hyperparameters a stage config sets, also compared with what the source's SFT judge recorded it trained with
+# (`sft/patarm_config.json`): a config file can change under the same path (the CPU default's went from 1 to 2 epochs
+# on 2026-12-04), and then both runs' arguments read today's text and look equal
+TRAINING_KEYS = ("num_train_epochs", "learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay",
+                 "per_device_train_batch_size", "gradient_accumulation_steps")
 
 
 def _value(args: dict, key: str) -> Any:
@@ -49,6 +54,32 @@ def _value(args: dict, key: str) -> Any:
 def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
     """The keys whose values differ between two runs' recipe arguments."""
     return [k for k in keys if _value(source, k) != _value(ours, k)]
+
+
+def trained_otherwise(sft_dir: Path, ours: dict) -> list[str]:
+    """The SFT hyperparameters (`TRAINING_KEYS`) this run would train with that differ from what the SFT judge in
+    `sft_dir` recorded, as `key recorded -> ours`; [] when it recorded none."""
+    import yaml
+
+    from patarm.models.settings import RUN_CONFIG_FILE
+
+    recorded_file = Path(sft_dir) / RUN_CONFIG_FILE
+    config = ours.get("sft_config")
+    if not recorded_file.is_file() or not config or not Path(config).is_file():
+        return []
+    recorded = read_json(recorded_file).get("training") or {}
+    wanted = yaml.safe_load(Path(config).read_text()) or {}
+    if ours.get("sft_epochs") is not None:
+        wanted["num_train_epochs"] = ours["sft_epochs"]
+
+    def same(a: Any, b: Any) -> bool:
+        try:
+            return float(a) == float(b)
+        except (TypeError, ValueError):
+            return str(a) == str(b)
+
+    return [f"{k} {recorded[k]} -> {wanted[k]}" for k in TRAINING_KEYS
+            if k in wanted and k in recorded and not same(recorded[k], wanted[k])]
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -77,9 +108,12 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
     for arm in arms:
         src, dst = source_dir / arm, Path(run_dir) / arm
         own = (dst / "sft").exists() and not (dst / "sft").is_symlink()
-        if sft_diff or own or arm not in source.get("arms", []) or not trained(src / "sft"):
+        done = arm in source.get("arms", []) and trained(src / "sft")
+        otherwise = trained_otherwise(src / "sft", ours) if done and not sft_diff else []
+        if sft_diff or own or not done or otherwise:
             why = (f"arguments differ: {sft_diff}" if sft_diff else "this run has an SFT stage of its own" if own
-                   else "no finished SFT stage of this arm there")
+                   else "no finished SFT stage of this arm there" if not done
+                   else f"its SFT judge was trained otherwise: {otherwise}")
             # the base judge's judgments do not depend on SFT: copied where what decides them is the same
             base = [] if differences(source, ours, BASE_KEYS + EVAL_KEYS) else _copy_evals(src, dst, ("base.*",))
             logger.info("%s: the SFT judge is not reused from %s (%s)%s", arm, source_dir, why,
