@@ -59,3 +59,17 @@ def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
     assert " done in " not in again.stderr  # every stage's output existed: nothing ran again
     assert (run_dir / "timings.json").read_text() == timings
     assert json.loads((run_dir / "report.json").read_text())["arms"] == report["arms"]
+
+
+def test_the_recipe_writes_only_into_its_run_folder(tmp_path, bench, monkeypatch):
+    """A tiny judge end to end (seconds): nothing lands in the working directory — the base judge's tiny model is
+    built inside the run folder (it was once built under ./runs/tiny-base of whatever folder the user was in)."""
+    from helpers import run_cli
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", tmp_path / "run",
+            "--data_dir", bench / "gsm8k", *TINY, "--bt_baseline", "false")
+    assert list(cwd.iterdir()) == []
+    assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "tiny-base").is_dir()

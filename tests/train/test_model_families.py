@@ -10,6 +10,8 @@ whole, export of the LoRA judge merged, and `patarm judge` on 4 pairs.
 """
 
 import json
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -53,7 +55,9 @@ def tiny_folder(tmp_path_factory, corpus) -> Path:
 def _sft_config(**overrides):
     from trl import SFTConfig
 
-    return SFTConfig(output_dir="unused", use_cpu=True, bf16=False, report_to=[], **overrides)
+    # an output folder nothing writes to, outside the checkout (TrainingArguments may create it)
+    return SFTConfig(output_dir=os.path.join(tempfile.gettempdir(), "patarm-unused"), use_cpu=True, bf16=False,
+                     report_to=[], **overrides)
 
 
 def test_loss_format_follows_the_chat_template(tiny_folder):

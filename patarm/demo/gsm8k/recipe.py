@@ -233,12 +233,19 @@ def _check_split(out: Path, heldout, sft_set, rl_pool) -> None:
     write_json(split, path)
 
 
+def _base_judge(args: GSM8KArguments) -> str:
+    """The base model as judged: a `tiny` spec (tests) is built inside the run folder, not under ./runs."""
+    from patarm.models import parse_tiny_spec, resolve_model
+
+    return args.model if parse_tiny_spec(args.model) is None else resolve_model(args.model, output_dir=args.run_dir)
+
+
 def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, clock: Clock) -> dict:
     """One arm end to end in its run folder `d`; returns its evaluation summaries and prep counts."""
     disclose, evidence = DISCLOSES[arm]
     result: dict[str, Any] = {"stages": {}, "prep": {}}
     result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock, evidence)
-    judged = {"base": args.model}
+    judged = {"base": _base_judge(args)}
     started = time.time()
     if not trained(d / "sft"):
         forget_eval(d, "sft")

@@ -51,7 +51,7 @@ def _renderer(args: Any):
     from patarm.judge.truncate import truncate_messages
     from patarm.models import load_tokenizer, resolve_model
 
-    tokenizer = load_tokenizer(resolve_model(args.model))
+    tokenizer = load_tokenizer(resolve_model(args.model, output_dir=args.run_dir))  # a tiny spec: built in the run
     return lambda pair, response, template: truncate_messages(skill_prompt(pair, response, template), tokenizer,
                                                               args.max_prompt_tokens)[0]
 
