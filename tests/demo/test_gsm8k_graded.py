@@ -349,3 +349,15 @@ def test_the_evidence_reward_holds_a_judgment_to_the_facts_it_states():
         extra_reward_funcs(["patarm.demo.gsm8k.consistency:nope"])
     with pytest.raises(ValueError, match="is not a function"):
         extra_reward_funcs(["patarm.demo.gsm8k.consistency:FIELDS"])
+
+
+def test_the_base_row_names_the_base_model():
+    """The report's base row says which model was judged: SmolLM2 by default (its spec or its GGUF), else `--model`."""
+    from patarm.demo.gsm8k.report import stage_names
+
+    def name(model):
+        return stage_names({"arguments": {"model": model}})["base"]
+
+    assert name("smollm2") == name("gguf:/tmp/SmolLM2-135M-Instruct.Q4_1.gguf") == "base (SmolLM2-135M-Instruct)"
+    assert name("/models/Qwen3-1.7B") == "base (Qwen3-1.7B)" and name("tiny") == "base (tiny)"
+    assert stage_names({"arguments": {"model": "tiny", "reward": "label"}})["grpo"] == "SFT + GRPO (label reward)"

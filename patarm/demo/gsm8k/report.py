@@ -23,11 +23,14 @@ STAGE_NAMES = {"base": "base (SmolLM2-135M-Instruct)", "sft": "SFT", "grpo": "SF
 
 
 def stage_names(report: dict) -> dict[str, str]:
-    """The stages' row names; the GRPO stage's says its reward (the label-reward ablation is not GRPO-PAR)."""
+    """The stages' row names; the base row names the base model (`--model`; SmolLM2 by default, also from a GGUF
+    path), the GRPO stage's says its reward (the label-reward ablation is not GRPO-PAR)."""
     args = report.get("arguments") or {}
     grpo = ("SFT + GRPO (label reward)" if args.get("reward") == "label" else
             "SFT + GRPO-PAR, constant f(δ)" if args.get("margin") == "constant" else STAGE_NAMES["grpo"])
-    return STAGE_NAMES | {"grpo": grpo}
+    model = str(args.get("model") or "smollm2")
+    base = STAGE_NAMES["base"] if "smollm2" in model.lower() else f"base ({Path(model).name or model})"
+    return STAGE_NAMES | {"base": base, "grpo": grpo}
 
 
 ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
@@ -147,7 +150,7 @@ def plot(report: dict, path: Path) -> None:
 
     arms = list(report["arms"])
     judges = [s for s in STAGE_NAMES if any(s in r["stages"] for r in report["arms"].values())] + ["bt"]
-    labels = [names.get(j, "BT").replace(" (SmolLM2-135M-Instruct)", "") for j in judges]
+    labels = ["base" if j == "base" else names.get(j, "BT") for j in judges]
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     width = 0.8 / len(arms)
     for panel, (key, title) in enumerate((("best_of_n", "best-of-4 accuracy (%)"), ("pair_accuracy", "pair accuracy"))):
