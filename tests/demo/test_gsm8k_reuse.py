@@ -89,6 +89,18 @@ def test_a_source_that_is_not_a_finished_run_or_has_another_split_is_an_error(tm
         _reuse(src, tmp_path / "dst")
 
 
+def test_a_larger_rl_pool_reuses_the_sft_judge_and_redoes_the_rl_set(tmp_path):
+    """Only the held-out and SFT problems decide the SFT judge: a run with another RL pool (its split.json already
+    written, as the recipe writes it before reusing) links the judge and rolls its own RL set out."""
+    src = _finished_run(tmp_path / "baseline")
+    write_json({"heldout": ["a"], "sft": ["b"], "rl": ["c", "d"]}, tmp_path / "more" / "split.json")
+    got = _reuse(src, tmp_path / "more", "--rl_problems", "160")["reference"]
+    assert got["stages"][:2] == ["prep/pointwise", "sft"] and "prep/rl" not in got["stages"]
+    assert "rl_problems" in got["rl_differs"] and not (tmp_path / "more" / "reference" / "prep" / "rl").exists()
+    write_json({"heldout": ["a"], "sft": ["b"], "rl": ["d"]}, tmp_path / "other" / "split.json")  # same size, others
+    assert _reuse(src, tmp_path / "other")["reference"]["rl_differs"] == ["rl problems"]
+
+
 def test_the_ablation_table_and_the_seeds_mode_pass_the_sft_judge_on(tmp_path):
     runs = []
     out = ablations.run_all(["--ablation", "all", "--run_dir", str(tmp_path)], parse_args,

@@ -100,11 +100,14 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
         raise ValueError(f"reuse_sft {source_dir}: no report.json there — name a finished run folder of this recipe "
                          "(its SFT judge and its recipe arguments are read from it)")
     source = (defaults or {}) | read_json(report)["arguments"]
-    if (source_dir / "split.json").is_file() and (Path(run_dir) / "split.json").is_file() and \
-            read_json(source_dir / "split.json") != read_json(Path(run_dir) / "split.json"):
-        raise ValueError(f"reuse_sft {source_dir}: its held-out/SFT/RL split differs from {run_dir}'s split.json")
+    theirs, mine = (read_json(p) if p.is_file() else None for p in (source_dir / "split.json",
+                                                                   Path(run_dir) / "split.json"))
+    split_diff = [k for k in ("heldout", "sft", "rl") if theirs and mine and theirs.get(k) != mine.get(k)]
+    if {"heldout", "sft"} & set(split_diff):
+        raise ValueError(f"reuse_sft {source_dir}: its held-out/SFT split differs from {run_dir}'s split.json")
     out: dict[str, Any] = {}
     sft_diff, rl_diff = differences(source, ours, SFT_KEYS), differences(source, ours, RL_KEYS)
+    rl_diff += [f"{k} problems" for k in split_diff if f"{k}_problems" not in rl_diff]  # another RL pool: redone
     for arm in arms:
         src, dst = source_dir / arm, Path(run_dir) / arm
         own = (dst / "sft").exists() and not (dst / "sft").is_symlink()
