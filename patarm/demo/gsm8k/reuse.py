@@ -107,7 +107,8 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
         raise ValueError(f"reuse_sft {source_dir}: its held-out/SFT split differs from {run_dir}'s split.json")
     out: dict[str, Any] = {}
     sft_diff, rl_diff = differences(source, ours, SFT_KEYS), differences(source, ours, RL_KEYS)
-    rl_diff += [f"{k} problems" for k in split_diff if f"{k}_problems" not in rl_diff]  # another RL pool: redone
+    if "rl" in split_diff and "rl_problems" not in rl_diff:
+        rl_diff.append("rl problems")  # another RL pool of the same size: the RL set is redone
     for arm in arms:
         src, dst = source_dir / arm, Path(run_dir) / arm
         own = (dst / "sft").exists() and not (dst / "sft").is_symlink()
