@@ -9,7 +9,10 @@
 # `--follows_no_repeat 1 --grpo_config RUN_DIR/gpu-configs/gsm8k-grpo-par.yaml` (the default before 2026-12-04).
 # DRY_RUN=1 writes the configs and prints the command instead of running it.
 set -euo pipefail
-run_dir=$(realpath -m "${1:?usage: scripts/gsm8k_gpu_check.sh RUN_DIR [quickstart flags...]}")
+if [[ $# -lt 1 || "$1" == -* ]]; then
+  echo "usage: scripts/gsm8k_gpu_check.sh RUN_DIR [quickstart flags...] — name the run folder first" >&2; exit 2
+fi
+run_dir=$(realpath -m "$1")
 shift
 cd "$(dirname "$0")/.."
 configs="$run_dir/gpu-configs"
