@@ -145,7 +145,9 @@ class StageParser(argparse.ArgumentParser):
         hidden = 0
         for dtype in self.dataclass_types:
             is_primary = dtype in primary or not primary
-            title = (dtype.__doc__ or dtype.__name__).strip().splitlines()[0].rstrip(".") if is_primary else \
+            doc = dtype.__doc__ or ""  # a dataclass without a docstring gets its signature as one: not a title
+            doc = "" if doc.startswith(f"{dtype.__name__}(") else doc
+            title = (doc or f"{dtype.__name__} options").strip().splitlines()[0].rstrip(".") if is_primary else \
                 f"common {dtype.__name__} options"
             group = self.add_argument_group(title)
             hints = typing.get_type_hints(dtype)
