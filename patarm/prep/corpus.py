@@ -4,7 +4,8 @@
   score margin exceeds `min_margin` (the paper: 2) and both judgments become SFT rows;
 - pairwise SFT corpus: teacher A/B decisions kept only where they agree with the label;
 - RL set: the judge is rolled out n times per side; rollout i is correct when the i-th chosen score
-  beats the i-th rejected score (both valid); a pair is kept when its correct rate is in [low, high].
+  beats the i-th rejected score (both valid); a pair is kept when its correct rate is in [low, high], or
+  (`keep_rewards`) when GRPO's other rewards score one side's rollouts unequally.
 
 A teacher is any `patarm.backends` backend (local transformers, vLLM, an HTTP endpoint, or the demo's
 rule teacher); `metadata` tells rule-based teachers which pair and side a prompt is about. `render` builds
@@ -87,19 +88,30 @@ def pairwise_corpus(pairs: Sequence[PreferencePair], teacher: Any, template: Jud
 
 def rl_set(pairs: Sequence[PreferencePair], judge: Any, template: JudgeTemplate | str | None = None, n: int = 8,
            low: float = 1 / 8, high: float = 6 / 8, seed: int | None = None,
-           render: Render = template_prompt) -> tuple[list[PreferencePair], Manifest]:
+           render: Render = template_prompt,
+           keep_rewards: Sequence[Callable[..., list[float]]] = ()) -> tuple[list[PreferencePair], Manifest]:
     """Rejection sampling: keep pairs whose share of PAR-satisfying rollouts lies in [low, high] —
-    hard enough to learn from, not hopeless (the paper: n = 8, [1/8, 6/8])."""
+    hard enough to learn from, not hopeless (the paper: n = 8, [1/8, 6/8]).
+
+    `keep_rewards` (GRPO's other reward functions, TRL's signature): a pair outside the band is still kept when
+    their sum differs between the rollouts of one side — GRPO groups a side's rollouts, so that group has a
+    non-zero advantage to learn from though PAR's is zero (counted as `kept_for_other_rewards`)."""
     template = load_template(template or "pointwise")
     prompts = [render(p, getattr(p, s), template) for p in pairs for s in ("chosen", "rejected")]
     outputs = judge.generate(prompts, num_samples=n, seed=seed, metadata=_side_metadata(pairs))
     manifest, kept, rates = Manifest(rows_in=len(pairs)), [], Counter()
+    manifest.extra["kept_for_other_rewards"] = 0
     for k, pair in enumerate(pairs):
         c = [parse_judgment(t, template).score for t in outputs[2 * k]]
         r = [parse_judgment(t, template).score for t in outputs[2 * k + 1]]
         rate = sum(a is not None and b is not None and a > b for a, b in zip(c, r)) / n
         rates[rate] += 1
-        if rate < low:
+        if not low <= rate <= high and keep_rewards and any(
+                _varies(keep_rewards, prompts[2 * k + j], outputs[2 * k + j]) for j in (0, 1)):
+            kept.append(pair)
+            manifest.rows_out += 1
+            manifest.extra["kept_for_other_rewards"] += 1
+        elif rate < low:
             manifest.drop("too_hard", f"pair {pair.id}: rate {rate:.3f}")
         elif rate > high:
             manifest.drop("too_easy", f"pair {pair.id}: rate {rate:.3f}")
@@ -108,3 +120,9 @@ def rl_set(pairs: Sequence[PreferencePair], judge: Any, template: JudgeTemplate 
             manifest.rows_out += 1
     manifest.extra["correct_rate_histogram"] = {f"{k:.4f}": v for k, v in sorted(rates.items())}
     return kept, manifest
+
+
+def _varies(funcs: Sequence[Callable[..., list[float]]], prompt: list, texts: Sequence[str]) -> bool:
+    """Whether the summed rewards of one side's rollouts are not all equal."""
+    sums = [sum(v) for v in zip(*(f(prompts=[prompt] * len(texts), completions=list(texts)) for f in funcs))]
+    return len(set(sums)) > 1

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patarm.config import import_object
 from patarm.data import Manifest, PreferencePair
 from patarm.judge import load_template
 from patarm.prep.classify import classify_pairs
@@ -114,6 +115,8 @@ class RLConfig(_OneInput):
     low: float = _help("lowest kept correct rate (the paper: 1/8)", 0.125)
     high: float = _help("highest kept correct rate (the paper: 6/8)", 0.75)
     seed: int | None = _help("rollout sampling seed", None)
+    keep_rewards: list = _help("GRPO's other reward functions ('module:function'): a pair outside [low, high] is "
+                               "still kept where they score one side's rollouts unequally", default_factory=list)
 
 
 def _finish(out_dir, manifest: Manifest, step: str, cfg: Any, record: dict | None, outputs: dict[str, list],
@@ -222,7 +225,8 @@ def run_rl(cfg: RLConfig, out_dir, teacher=None, record=None) -> dict:
     pairs = _read_unique(cfg.input, timer)
     template = load_template(cfg.template, rubric_mode=cfg.rubric_mode)
     with timer.phase("teacher"):
-        kept, manifest = rl_set(pairs, _need(teacher, "rl"), template, cfg.n, cfg.low, cfg.high, cfg.seed)
+        kept, manifest = rl_set(pairs, _need(teacher, "rl"), template, cfg.n, cfg.low, cfg.high, cfg.seed,
+                                keep_rewards=[import_object(s, "keep_rewards entry") for s in cfg.keep_rewards])
     return _finish(out_dir, manifest, "rl", cfg, record, {PAIRS_FILE: kept}, timer, teacher)
 
 

@@ -59,6 +59,9 @@ def test_what_differs_is_redone_and_named(tmp_path):
     got = _reuse(src, tmp_path / "rollouts", "--ablation", "label-reward", "--rl_rollouts", "8")["reference"]
     assert got["stages"][:2] == ["prep/pointwise", "sft"] and "prep/rl" not in got["stages"]
     assert got["rl_differs"] == ["rl_rollouts"] and not (tmp_path / "rollouts" / "reference" / "prep" / "rl").exists()
+    # rejection sampling that also keeps pairs for GRPO's other rewards: another RL set, the same SFT judge
+    got = _reuse(src, tmp_path / "keep", "--rl_keep_rewards", "patarm.demo.gsm8k.consistency:evidence_reward")
+    assert got["reference"]["rl_differs"] == ["rl_keep_rewards"] and "sft" in got["reference"]["stages"]
     # a run that trained its own SFT judge keeps it and links nothing beside it
     own = tmp_path / "own" / "reference" / "sft"
     own.mkdir(parents=True)

@@ -149,3 +149,46 @@ def test_step_commands_on_the_command_line(synthetic_dir, tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         prep_main(["rl", "--input", str(synthetic_dir), "--output", str(tmp_path / "rl")])
     assert err.value.code == 2 and "needs a teacher" in capsys.readouterr().err
+
+
+class _FixedJudge:
+    """A judge whose rollouts are given: `texts[(pair index, side)]` for every sample."""
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def generate(self, prompts, num_samples=1, seed=None, metadata=None):
+        return [list(self.texts[(k // 2, k % 2)]) for k in range(len(prompts))]
+
+
+def _judgment(score, note="ok"):
+    return f"<rubric>\n1. Correct\n</rubric>\n<eval>{note}</eval>\n<score>{score}</score>"
+
+
+def test_rl_set_keeps_a_pair_outside_the_band_where_another_reward_varies():
+    from patarm.prep.corpus import rl_set
+
+    pairs = [pair(i) for i in range(3)]
+    easy = [_judgment(9)] * 4, [_judgment(2)] * 4          # every rollout ranks the pair right: rate 1
+    texts = {(0, 0): easy[0], (0, 1): easy[1],
+             (1, 0): [_judgment(9, "contradicts")] + [_judgment(9)] * 3, (1, 1): easy[1],  # easy, one rollout flagged
+             (2, 0): [_judgment(2)] * 4, (2, 1): [_judgment(9)] * 4}                     # hopeless, nothing varies
+
+    def flagged(completions, **kwargs):
+        assert len(kwargs["prompts"]) == len(completions)
+        return [-1.0 if "contradicts" in c else 0.0 for c in completions]
+
+    kept, manifest = rl_set(pairs, _FixedJudge(texts), "pointwise", n=4, keep_rewards=[flagged])
+    assert [p.id for p in kept] == ["1"] and manifest.extra["kept_for_other_rewards"] == 1
+    assert dict(manifest.dropped) == {"too_easy": 1, "too_hard": 1}
+    kept, manifest = rl_set(pairs, _FixedJudge(texts), "pointwise", n=4)  # PAR's band alone, as in the paper
+    assert kept == [] and manifest.extra["kept_for_other_rewards"] == 0
+
+
+def test_the_rl_step_reads_its_keep_rewards_by_name(synthetic_dir, tmp_path):
+    cfg = RLConfig(input=str(synthetic_dir), n=4, keep_rewards=["patarm.demo.gsm8k.consistency:evidence_reward"])
+    rl = run_rl(cfg, tmp_path / "rl", RuleTeacher(error_rate=0.2))
+    assert consistent(rl) and rl["kept_for_other_rewards"] == 0  # the rule teacher's judgments break it alike
+    with pytest.raises(ValueError, match="keep_rewards entry"):
+        run_rl(RLConfig(input=str(synthetic_dir), keep_rewards=["patarm.rewards:no_such"]), tmp_path / "x",
+               RuleTeacher())

@@ -97,6 +97,7 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
     """The RL set: pool pairs whose share of right SFT-judge rollouts is in the kept band; returns its counts."""
     from patarm.backends import GenerationOptions, make_backend
     from patarm.prep.corpus import rl_set
+    from patarm.train.grpo import extra_reward_funcs
 
     folder = d / "prep" / "rl"
     if not (folder / "manifest.json").is_file():
@@ -107,12 +108,15 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
                                                  batch_size=args.eval_batch_size),
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
         kept, manifest = rl_set(pool, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
-                                low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args))
+                                low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args),
+                                keep_rewards=extra_reward_funcs(args.rl_keep_rewards))
         sampler.cache.close()
         write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
-        clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs {dict(manifest.dropped)}")
+        clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs "
+                   f"({manifest.extra['kept_for_other_rewards']} for the other rewards) {dict(manifest.dropped)}")
     manifest = read_json(folder / "manifest.json")
     return {"pool": manifest["rows_in"], "kept": manifest["rows_out"], "dropped": manifest["dropped"],
+            "kept_for_other_rewards": manifest.get("kept_for_other_rewards", 0),
             "correct_rate_histogram": manifest.get("correct_rate_histogram", {})}
 
 
