@@ -365,3 +365,25 @@ def test_a_cached_measurement_is_reused_only_under_its_own_settings(monkeypatch,
     in_b = parse_args(["--dtype", "float32", "--run_dir", str(tmp_path / "b")])
     assert loop.stage_eval(in_b, tmp_path / "b" / "m.json", str(tmp_path / "b" / "policy-sft"), evaluator) == measured
     assert len(calls) == 2
+
+
+@pytest.mark.parametrize("rewards, until, stages", [
+    (["rule"], "all", []),                          # the checkers' reward alone: no pairs, no judge
+    (["bt", "rule"], "all", ["pairs"]),             # BT trains on the pairs, no judge is trained
+    (["judge", "rule"], "all", ["pairs", "judge"]),
+    (["rule"], "judge", ["pairs", "judge"]),        # asked to stop there: built as asked
+])
+def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, tmp_path, monkeypatch):
+    from patarm.demo.downstream import loop
+    from patarm.demo.ifeval import judge, recipe
+
+    ran: list[str] = []
+    monkeypatch.setattr(recipe, "stage_prompts", lambda *a: {})
+    monkeypatch.setattr(recipe, "stage_start", lambda *a: {})
+    monkeypatch.setattr(loop, "stage_task", lambda *a: None)
+    monkeypatch.setattr(recipe, "stage_pairs", lambda *a: ran.append("pairs") or ([], []))
+    monkeypatch.setattr(judge, "stage_judge", lambda *a: ran.append("judge") or {})
+    monkeypatch.setattr(loop, "run", lambda args: ran.append("policies") or {})
+    recipe.run(recipe.parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--rewards", *rewards,
+                                  "--until", until]))
+    assert ran == stages + (["policies"] if until == "all" else [])

@@ -173,6 +173,12 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
     loop.stage_task(args, out)
     if (early := stop("start", stage_start(args, out, clock), out / "eval" / "start.json")) is not None:
         return early
+    # the pairs feed the judge and the BT model; a run with the checkers' reward alone (`--rewards rule`) needs
+    # neither, unless it is asked to stop at them or to score with a reward model
+    needs = set(args.rewards + args.score_with)
+    if needs <= {"rule"} and args.until not in ("pairs", "judge"):
+        logger.info("rewards %s: no pairs, judge or BT model needed; skipping those stages", sorted(needs))
+        return loop.run(args)
     train, dev = stage_pairs(args, out, clock)
     if (early := stop("pairs", {"train": len(train), "dev": len(dev)}, out / "prep" / "pairs")) is not None:
         return early
@@ -180,6 +186,8 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
 
     if args.judge_model:  # a judge from another run, reused as it is (with --bt_model, the BT model too)
         logger.info("judge: %s (given; not trained here)", args.judge_model)
+    elif "judge" not in needs and args.until != "judge":
+        logger.info("rewards %s: no PaTaRM judge needed; its stage is skipped", sorted(needs))
     elif (early := stop("judge", stage_judge(args, out, train, dev, clock), out / "eval" / "judge_pairs.json")):
         return early
     return loop.run(args)
