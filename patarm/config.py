@@ -160,6 +160,9 @@ class StageParser(argparse.ArgumentParser):
                     f.metadata = {**f.metadata, "help": argparse.SUPPRESS}
                     hidden += 1
                 HfArgumentParser._parse_dataclass_field(group, f)
+                action = group._group_actions[-1]
+                if action.nargs == "+" and f.default_factory is list:  # `--key` alone: an empty list
+                    action.nargs = "*"
         self.epilog = "Every option is also a config key (without the dashes). --debug shows tracebacks on errors."
         if hidden:
             self.epilog += f" {hidden} more options of the libraries below are not shown: --help-all lists them."

@@ -284,3 +284,16 @@ def test_judge_options_read_the_same_in_every_command():
                 assert (f.default, dict(f.metadata)) == (shared[f.name].default, dict(shared[f.name].metadata)), f
                 seen += 1
     assert seen == 5 + 5 + 3 + 1
+
+
+def test_a_list_option_given_alone_empties_the_list(tmp_path):
+    """`--extra_rewards` with no value clears a list a config file set (argparse's `+` would refuse it)."""
+    from patarm.config import parse_stage
+    from patarm.train.grpo import GRPODataArguments
+
+    config = tmp_path / "grpo.yaml"
+    config.write_text("extra_rewards: ['patarm.demo.gsm8k.consistency:evidence_reward']\n")
+    (args,) = parse_stage((GRPODataArguments,), ["--config", str(config)], prog="patarm grpo")
+    assert args.extra_rewards == ["patarm.demo.gsm8k.consistency:evidence_reward"]
+    (args,) = parse_stage((GRPODataArguments,), ["--config", str(config), "--extra_rewards"], prog="patarm grpo")
+    assert args.extra_rewards == []
