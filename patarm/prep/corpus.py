@@ -95,7 +95,7 @@ def rl_set(pairs: Sequence[PreferencePair], judge: Any, template: JudgeTemplate 
 
     `keep_rewards` (GRPO's other reward functions, TRL's signature): a pair outside the band is still kept when
     their sum differs between the rollouts of one side — GRPO groups a side's rollouts, so that group has a
-    non-zero advantage to learn from though PAR's is zero (counted as `kept_for_other_rewards`)."""
+    non-zero advantage to learn from where PAR alone may give it none (counted as `kept_for_other_rewards`)."""
     template = load_template(template or "pointwise")
     prompts = [render(p, getattr(p, s), template) for p in pairs for s in ("chosen", "rejected")]
     outputs = judge.generate(prompts, num_samples=n, seed=seed, metadata=_side_metadata(pairs))

@@ -100,7 +100,7 @@ class GSM8KArguments(RunArguments):
     rl_keep_rewards: list[str] = field(default_factory=list, metadata={
         "help": "rejection sampling also keeps a pair outside rl_keep when these reward functions ('module:function', "
                 "as GRPO's extra_rewards) score one side's rollouts unequally: GRPO has a non-zero advantage there "
-                "though PAR's is zero (e.g. the evidence check on a pair the judge already ranks right)"})
+                "where PAR alone may have none (e.g. the evidence check on a pair the judge already ranks right)"})
     grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
     max_prompt_tokens: int = field(default=320, metadata={"help": "judge prompts are cut to this many tokens"})
     max_new_tokens: int = field(
