@@ -244,12 +244,13 @@ def judge_rows(data: GRPODataArguments) -> tuple[list[dict], dict]:
     return pairs_to_judge_rows(loaded.pairs, template, build=build), loaded.manifest.to_dict()
 
 
-def extra_reward_funcs(specs: list[str]) -> list[Callable[..., list[float]]]:
-    """The `extra_rewards` functions, imported; a spec that does not name a callable is an error naming it."""
-    funcs = [import_object(spec, "extra_rewards entry") for spec in specs]
+def extra_reward_funcs(specs: list[str], what: str = "extra_rewards") -> list[Callable[..., list[float]]]:
+    """The `extra_rewards` functions (or another option's, named by `what`), imported; a spec that does not name a
+    callable is an error naming it."""
+    funcs = [import_object(spec, f"{what} entry") for spec in specs]
     for spec, fn in zip(specs, funcs, strict=True):
         if not callable(fn):
-            raise ValueError(f"extra_rewards entry {spec!r} is not a function (got {type(fn).__name__})")
+            raise ValueError(f"{what} entry {spec!r} is not a function (got {type(fn).__name__})")
     return funcs
 
 

@@ -173,3 +173,8 @@ def test_an_sft_judge_trained_under_an_older_config_text_is_not_reused(tmp_path)
     got = _reuse(src, tmp_path / "now")["reference"]
     assert got["stages"] == ["eval/base.jsonl"] and "num_train_epochs 1 -> 2" in got["not_reused"]
     assert not (tmp_path / "now" / "reference" / "sft").exists()
+
+
+def test_a_bad_rl_keep_rewards_entry_fails_when_parsed():
+    with pytest.raises(ValueError, match="rl_keep_rewards entry 'patarm.rewards' is not a function"):
+        parse_args(["--rl_keep_rewards", "patarm.rewards"])

@@ -166,6 +166,10 @@ class GSM8KArguments(RunArguments):
             raise ValueError(f"arms: choose from {list(ARMS)}, got {self.arms}")
         if len(self.rl_keep) != 2 or not 0 <= self.rl_keep[0] <= self.rl_keep[1] <= 1:
             raise ValueError(f"rl_keep must be [low, high] with 0 <= low <= high <= 1, got {self.rl_keep}")
+        if self.rl_keep_rewards:  # a bad entry fails here, not after the SFT stage that precedes the RL set
+            from patarm.train.grpo import extra_reward_funcs
+
+            extra_reward_funcs(self.rl_keep_rewards, "rl_keep_rewards")
 
 
 def argument_defaults() -> dict[str, Any]:

@@ -109,7 +109,7 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
         kept, manifest = rl_set(pool, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
                                 low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args),
-                                keep_rewards=extra_reward_funcs(args.rl_keep_rewards))
+                                keep_rewards=extra_reward_funcs(args.rl_keep_rewards, "rl_keep_rewards"))
         sampler.cache.close()
         write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
         clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs "
