@@ -286,9 +286,14 @@ def test_consistency_command_reads_eval_records(tmp_path, capsys):
     from patarm.io import write_jsonl
 
     good = GradedTeacher().judge(QUESTION, RIGHT, "28", True)
-    write_jsonl([{"texts": [good, good.replace("<score>9<", "<score>4<")]}], tmp_path / "grpo.jsonl")
+    write_jsonl([{"problem": "gsm8k-0007", "texts": [good, good.replace("<score>9<", "<score>4<")]}],
+                tmp_path / "grpo.jsonl")
     assert main([str(tmp_path / "grpo.jsonl")]) == 0
-    assert "1/2 consistent (0.500), 1 inconsistent, 0 incomplete" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "1/2 consistent (0.500), 1 inconsistent, 0 incomplete" in out and "gsm8k-0007" not in out
+    assert main(["--each", str(tmp_path / "grpo.jsonl")]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert listed == ["  gsm8k-0007 [1] inconsistent: score 4 but the stated evidence gives 9"]
     assert main([]) == 2
 
 

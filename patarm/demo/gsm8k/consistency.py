@@ -12,6 +12,7 @@ Statuses: `consistent`, `inconsistent` (a stated conclusion contradicts stated e
 or a line the scale needs is missing or unreadable). The rate is consistent / all judgments.
 
     python -m patarm.demo.gsm8k.consistency runs/gsm8k-skill/reference/eval/*.jsonl   # per stage
+    python -m patarm.demo.gsm8k.consistency --each runs/gsm8k-skill/reference/eval/grpo.jsonl   # each one that is not
 """
 
 from __future__ import annotations
@@ -167,19 +168,35 @@ def _doubled(evaluation: str | None) -> bool:
 
 
 def main(argv: list[str]) -> int:
-    """Per file of evaluation records (`eval/<stage>.jsonl`, a `texts` list per problem) or of SFT rows."""
+    """Per file of evaluation records (`eval/<stage>.jsonl`, a `texts` list per problem) or of SFT rows; `--each`
+    also prints every judgment that is not consistent: its problem (or row), candidate, status and reason."""
+    import argparse
+
     from patarm.io import read_jsonl
 
-    if not argv:
+    ap = argparse.ArgumentParser(prog="python -m patarm.demo.gsm8k.consistency",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("files", nargs="*", help="eval/<stage>.jsonl records or SFT rows (JSONL)")
+    ap.add_argument("--each", action="store_true", help="print every inconsistent or incomplete judgment")
+    args = ap.parse_args(argv)
+    if not args.files:
         print(__doc__.strip().splitlines()[-1].strip())
         return 2
-    for path in argv:
+    for path in args.files:
         rows = read_jsonl(path)
-        texts = [t for r in rows for t in r.get("texts") or []] or \
-                [m["content"] for r in rows for m in (r.get("messages") or [])[-1:]]
-        s = summarize(texts)
+        items = [(r.get("problem", f"row {i}"), j, t) for i, r in enumerate(rows, 1)
+                 for j, t in enumerate(r.get("texts") or [])]
+        if not items:   # SFT rows: the assistant message
+            items = [(r.get("pair_id", f"row {i}"), r.get("side", 0), m["content"]) for i, r in enumerate(rows, 1)
+                     for m in (r.get("messages") or [])[-1:]]
+        s = summarize(t for _, _, t in items)
         print(f"{path}: {s['consistent']}/{s['judgments']} consistent ({s['consistent_rate']:.3f}), "
               f"{s['inconsistent']} inconsistent, {s['incomplete']} incomplete; e.g. {s['examples']}")
+        if args.each:
+            for where, which, text in items:
+                status, reason = check(text)
+                if status != "consistent":
+                    print(f"  {where} [{which}] {status}: {reason}")
     return 0
 
 
