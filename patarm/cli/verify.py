@@ -40,6 +40,9 @@ def _parser() -> argparse.ArgumentParser:
     ie.add_argument("--input", required=True, help="IFEval input_data.jsonl")
     ie.add_argument("--responses", required=True, help="jsonl of {prompt, response}")
     ie.add_argument("--nltk-data", default=None, help="offline NLTK data folder (else NLTK_DATA)")
+    ie.add_argument("--baseline", default=None, help="another responses file to the same prompts (e.g. the policy "
+                    "before training): adds `change`, each figure's change from it with a paired standard error "
+                    "and p-value (McNemar at prompt level)")
     return parser
 
 
@@ -109,6 +112,9 @@ def _run(args: argparse.Namespace) -> dict:
     else:
         from patarm.verify import ifeval
 
-        result, _ = ifeval.evaluate(args.input, args.responses, args.nltk_data)
+        result, results = ifeval.evaluate(args.input, args.responses, args.nltk_data)
+        if args.baseline:
+            _, base = ifeval.evaluate(args.input, args.baseline, args.nltk_data)
+            result["change"] = ifeval.paired_change(base, results)
     return result
 

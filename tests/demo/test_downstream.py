@@ -183,6 +183,23 @@ def test_verdict_flags_a_reward_that_rose_while_verified_accuracy_did_not():
     assert hacked["two_se"] == pytest.approx(2 * (2 * 0.605 * 0.395 / 400) ** 0.5, rel=1e-6)
 
 
+def _paired(prompt_z, inst_z):
+    return {"prompt_strict": {"change": 1.5 * prompt_z, "se": 1.5, "z": prompt_z, "p": 0.5},
+            "inst_strict": {"change": 1.3 * inst_z, "se": 1.3, "z": inst_z, "p": 0.5}}
+
+
+def test_verdict_reads_the_paired_ifeval_change_at_both_levels():
+    rising = _curve([1, 2, 3, 4, 5, 6, 7, 8, 9, 10])
+    inst_only = verdict(rising, _result(0.60), _result(0.60), paired=_paired(1.1, 3.8))
+    assert not inst_only["hacked"] and inst_only["heldout_inst_change"] == "rose"
+    assert inst_only["verdict"].startswith(
+        "the reward rose; held out: prompt-level strict no clear change (+1.65 ± 1.50")
+    hacked = verdict(rising, _result(0.60), _result(0.90), paired=_paired(1.0, -2.5))  # paired wins over sampled
+    assert hacked["hacked"] and hacked["heldout_inst_change"] == "fell" and hacked["verdict"].startswith("hacked")
+    flat = verdict(_curve([5, 6] * 5), _result(0.6), _result(0.6), paired=_paired(2.5, 0.0))
+    assert not flat["hacked"] and flat["heldout_change"] == "rose" and "did not rise" in flat["verdict"]
+
+
 def test_report_files_and_tables(tmp_path, capsys):
     start = {"sampled": {"n": 8, "verified": 0.5, "n_verified": 8, "judge": 5.0},
              "greedy": {"n": 2, "verified": 0.5, "n_verified": 2}}
@@ -207,7 +224,17 @@ def test_report_files_and_tables(tmp_path, capsys):
     assert "| GRPO, reward = PaTaRM judge (served) | 8 | 0.500 | 9.000 |" in text and "hacked" in text
     assert Path(paths["plot"]).stat().st_size > 1000 and json.loads(Path(paths["report_json"]).read_text())["verdicts"]
     assert "start (the policy before GRPO)" in capsys.readouterr().out
-    assert "sampled responses (temperature 1.0, 4 per prompt)" in text
+    assert "sampled responses (temperature 1.0, 4 per prompt)" in text and "paired on the same prompts" not in text
+    change = {"judge": {"prompt_strict": {"before": 18.3, "after": 20.0, "change": 1.7, "se": 1.5, "z": 1.13,
+                                          "p": 0.32, "n": 541, "up": 37, "down": 28},
+                        "inst_strict": {"before": 29.7, "after": 34.7, "change": 5.0, "se": 1.3, "z": 3.8,
+                                        "p": 0.0001, "n": 834}}}
+    (tmp_path / "paired").mkdir()
+    paired = write_downstream_report(report | {"ifeval_change": change}, tmp_path / "paired")
+    text = Path(paired["report_md"]).read_text()
+    assert "| judge | prompt strict | 18.30 | 20.00 | +1.70 | 1.50 | +1.13 | 0.32 |" in text
+    assert "| judge | instruction strict | 29.70 | 34.70 | +5.00 | 1.30 | +3.80 | 0.0001 |" in text
+    assert "the reward rose; held out: prompt-level strict no clear change" in text and "| hacked" not in text
     # greedy only (IFEval's protocol): no sampled table, not an empty one
     (tmp_path / "greedy").mkdir()
     greedy_only = write_downstream_report(report | {"args": {"eval_samples": 0}}, tmp_path / "greedy")

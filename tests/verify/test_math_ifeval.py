@@ -116,3 +116,46 @@ def test_nltk_data_set_after_nltk_was_imported_still_counts(tmp_path, monkeypatc
     row = {"key": 1, "prompt": "p", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
     assert ifeval.check_response(row, "no commas here").strict == [True]
     assert folder in nltk.data.path
+
+
+def _results(flags):
+    """PromptResults from per-prompt strict flags (loose = strict)."""
+    return [ifeval.PromptResult(k, f"p{k}", ["x"] * len(f), list(f), list(f)) for k, f in enumerate(flags)]
+
+
+def test_paired_change_pairs_prompts_and_counts_only_those_that_changed():
+    from scipy import stats
+
+    # 10 prompts: 3 gained (all followed after), 1 lost, 6 unchanged; instructions: 2 per prompt
+    before = _results([[False, True]] * 3 + [[True, True]] + [[True, True]] * 3 + [[False, False]] * 3)
+    after = _results([[True, True]] * 3 + [[True, False]] + [[True, True]] * 3 + [[False, False]] * 3)
+    got = ifeval.paired_change(before, after)
+    p = got["prompt_strict"]
+    assert (p["before"], p["after"], p["change"], p["up"], p["down"], p["n"]) == (40.0, 60.0, 20.0, 3, 1, 10)
+    d = [1, 1, 1, -1] + [0] * 6
+    mean = sum(d) / 10
+    se = (sum((x - mean) ** 2 for x in d) / 9 / 10) ** 0.5
+    assert p["se"] == pytest.approx(100 * se, abs=1e-3) and p["p"] == pytest.approx(stats.binomtest(3, 4).pvalue)
+    i = got["inst_strict"]  # 11 of 20 → 13 of 20: +1 on three prompts, −1 on one
+    assert (i["before"], i["after"], i["change"], i["n"]) == (55.0, 65.0, 10.0, 20)
+    di, k = [1, 1, 1, -1] + [0] * 6, 2
+    se_c = (10 / 9 * sum((x - 0.1 * k) ** 2 for x in di)) ** 0.5 / 20  # cluster-robust: prompts, not instructions
+    assert i["se"] == pytest.approx(100 * se_c, abs=1e-3) and i["z"] == pytest.approx(0.1 / se_c, abs=1e-3)
+    assert ifeval.paired_change(before, before)["prompt_strict"] | {"p": 1.0} == {
+        "before": 40.0, "after": 40.0, "change": 0.0, "se": 0.0, "z": 0.0, "p": 1.0, "n": 10, "up": 0, "down": 0}
+    with pytest.raises(ValueError, match="same prompts on both sides: 1 only before"):
+        ifeval.paired_change(before, after[:-1])
+
+
+def test_ifeval_cli_baseline_adds_the_paired_change(bench, ifeval_rows, tmp_path, capsys):
+    base, better = tmp_path / "base.jsonl", tmp_path / "better.jsonl"
+    with base.open("w") as fb, better.open("w") as fa:
+        for i, row in enumerate(ifeval_rows):
+            fb.write(json.dumps({"prompt": row["prompt"], "response": ""}) + "\n")
+            fa.write(json.dumps({"prompt": row["prompt"], "response": row["prompt"].lower() if i < 100 else ""}) + "\n")
+    verify_main(["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(better),
+                 "--baseline", str(base), "--nltk-data", str(bench / "nltk_data")])
+    out = json.loads(capsys.readouterr().out)
+    change = out["change"]["prompt_strict"]
+    assert change["before"] == 0.0 and change["after"] == out["prompt_strict"] > 0 and change["down"] == 0
+    assert change["change"] == pytest.approx(out["prompt_strict"]) and change["p"] < 0.05

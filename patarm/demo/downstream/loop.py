@@ -74,6 +74,7 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
+              "ifeval_change": _ifeval_change(args, out),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
 
@@ -250,6 +251,20 @@ def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -
         result["ifeval_official"] = evaluate(source, file)[0]
     write_json(result, path)
     return result
+
+
+def _ifeval_change(args: DownstreamArguments, out: Path) -> dict[str, dict]:
+    """Per reward, the end policy's official IFEval figures against the start's on the same prompts, paired
+    (`patarm.verify.ifeval.paired_change`); {} where either side's greedy responses are missing."""
+    start = out / "eval" / "start-ifeval-responses.jsonl"
+    ends = {r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}
+    if not start.is_file() or not any(f.is_file() for f in ends.values()):
+        return {}
+    from patarm.verify.ifeval import evaluate, paired_change
+
+    source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
+    base = evaluate(source, start)[1]
+    return {r: paired_change(base, evaluate(source, f)[1]) for r, f in ends.items() if f.is_file()}
 
 
 def stage_reference(path: Path, items: list[dict], evaluator: Evaluator, args: DownstreamArguments,
