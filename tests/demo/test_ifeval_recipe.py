@@ -272,6 +272,12 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
         curve = report["curves"][reward]
         assert [s["step"] for s in curve["steps"]] == [1, 2] and all(s["verified"] is not None for s in curve["steps"])
         assert [h["step"] for h in curve["heldout"]] == [0, 1, 2]
+    for reward in ("judge", "bt", "rule"):  # start → end on the same 4 IFEval prompts, paired; the verdict reads it
+        change = report["ifeval_change"][reward]
+        assert change["prompt_strict"]["n"] == 4 and change["prompt_strict"]["after"] == pytest.approx(
+            report["policies"][f"grpo-{reward}"]["ifeval_official"]["prompt_strict"])
+        assert "held out: prompt-level strict" in report["verdicts"][reward]["verdict"]
+    assert "paired on the same prompts" in (run / "report.md").read_text()
     pairs = json.loads((run / "prep" / "pairs" / "manifest.json").read_text())
     assert pairs["rows_in"] + pairs["dev"]["rows_in"] == 40 == pairs["rows_out"] + sum(pairs["dropped"].values()) + (
         pairs["dev"]["rows_out"] + sum(pairs["dev"]["dropped"].values()))
