@@ -237,9 +237,12 @@ def test_report_files_and_tables(tmp_path, capsys):
     assert "the reward rose; held out: prompt-level strict no clear change" in text and "| hacked" not in text
     # greedy only (IFEval's protocol): no sampled table, not an empty one
     (tmp_path / "greedy").mkdir()
-    greedy_only = write_downstream_report(report | {"args": {"eval_samples": 0}}, tmp_path / "greedy")
+    greedy = {"start": {"greedy": start["greedy"]}, "grpo-judge": {"greedy": {**start["greedy"], "verified": 1.0}}}
+    greedy_only = write_downstream_report(report | {"args": {"eval_samples": 0}, "policies": greedy},
+                                          tmp_path / "greedy")
     text = Path(greedy_only["report_md"]).read_text()
     assert "sampled responses" not in text and "Held-out prompts, greedy responses" in text
+    assert "| 0.500 → 1.000 |" in text  # the training table's held-out column falls back to the greedy measure
 
 
 def test_arguments_refuse_what_the_run_cannot_do(tmp_path):

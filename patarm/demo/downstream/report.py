@@ -160,11 +160,12 @@ def official_table(policies: dict[str, dict]) -> str:
 
 def training_table(report: dict) -> str:
     lines = [("| reward | trained reward, first → last 20 % of steps | rollouts' verified acc., first → last | "
-              "held-out verified acc. (sampled), start → end | verdict |"), "|---|---|---|---|---|"]
+              "held-out verified acc. (sampled, else greedy), start → end | verdict |"), "|---|---|---|---|---|"]
     for reward, v in report["verdicts"].items():
         ends = report["policies"].get(f"grpo-{reward}", {})
         start = report["policies"]["start"]
-        a, b = ((start.get("sampled") or {}).get("verified"), (ends.get("sampled") or {}).get("verified"))
+        a, b = ((start.get("sampled") or start.get("greedy") or {}).get("verified"),
+                (ends.get("sampled") or ends.get("greedy") or {}).get("verified"))
         lines.append(f"| {reward} | {_fmt(v['reward_first'])} → {_fmt(v['reward_last'])} | "
                      f"{_fmt(v['rollout_verified_first'])} → {_fmt(v['rollout_verified_last'])} | {_fmt(a)} → "
                      f"{_fmt(b)} | {v['verdict']} |")
