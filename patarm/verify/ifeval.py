@@ -126,32 +126,30 @@ def paired_change(before: list[PromptResult], after: list[PromptResult]) -> dict
     if set(a) != set(b) or not a:
         only_a, only_b = sorted(set(a) - set(b), key=str), sorted(set(b) - set(a), key=str)
         raise ValueError(f"paired change needs the same prompts on both sides: {len(only_a)} only before "
-                         f"(keys {only_a[:5]}), {len(only_b)} only after (keys {only_b[:5]})")
+                         f"(keys {only_a[:5]}), {len(only_b)} only after (keys {only_b[:5]}); answer the same prompts "
+                         "in both files (a file answering only some is scored over those)")
     keys = sorted(a, key=str)
     n = len(keys)
     out: dict[str, dict[str, float]] = {}
     for name, level, kind in MEASURES:
-        x = [getattr(a[k], kind) for k in keys]
-        y = [getattr(b[k], kind) for k in keys]
-        if level == "prompt":
-            d = [int(all(yi)) - int(all(xi)) for xi, yi in zip(x, y)]
-            total, base = float(n), sum(all(xi) for xi in x)
-            mean = sum(d) / n
-            var = sum((di - mean) ** 2 for di in d) / (n - 1) if n > 1 else 0.0
-            se = math.sqrt(var / n)
+        # per prompt: (followed before, followed after, out of); prompt level counts a prompt followed in full
+        units = [(sum(x), sum(y), len(x)) if level == "instruction" else (int(all(x)), int(all(y)), 1)
+                 for x, y in ((getattr(a[k], kind), getattr(b[k], kind)) for k in keys)]
+        total = float(sum(u for _, _, u in units))
+        d = [y - x for x, y, _ in units]
+        mean = sum(d) / total
+        # cluster-robust variance of a ratio of sums; with one unit per prompt it is the paired s.e. of a mean
+        var = n / (n - 1) * sum((di - mean * u) ** 2 for di, (_, _, u) in zip(d, units)) if n > 1 else 0.0
+        se = math.sqrt(var) / total
+        extra: dict[str, int] = {}
+        if level == "prompt":  # McNemar's exact test on the prompts that changed
             up, down = sum(di > 0 for di in d), sum(di < 0 for di in d)
             p = stats.binomtest(up, up + down).pvalue if up + down else 1.0
             extra = {"up": up, "down": down}
         else:
-            size = [len(xi) for xi in x]
-            d = [sum(yi) - sum(xi) for xi, yi in zip(x, y)]
-            total, base = float(sum(size)), sum(sum(xi) for xi in x)
-            mean = sum(d) / total
-            var = n / (n - 1) * sum((di - mean * ki) ** 2 for di, ki in zip(d, size)) if n > 1 else 0.0
-            se = math.sqrt(var) / total
             p = 2 * stats.norm.sf(abs(mean / se)) if se > 0 else (1.0 if mean == 0 else 0.0)
-            extra = {}
-        out[name] = {"before": round(100 * base / total, 4), "after": round(100 * (base / total + mean), 4),
+        base = sum(x for x, _, _ in units) / total
+        out[name] = {"before": round(100 * base, 4), "after": round(100 * (base + mean), 4),
                      "change": round(100 * mean, 4), "se": round(100 * se, 4),
                      "z": round(mean / se, 3) if se > 0 else (0.0 if mean == 0 else math.copysign(math.inf, mean)),
                      "p": float(p), "n": int(total), **extra}

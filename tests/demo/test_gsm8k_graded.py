@@ -295,6 +295,9 @@ def test_consistency_command_reads_eval_records(tmp_path, capsys):
     listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
     assert listed == ["  gsm8k-0007 [1] inconsistent: score 4 but the stated evidence gives 9"]
     assert main([]) == 2
+    with pytest.raises(SystemExit) as exc:  # a missing file: one line, exit 2, no traceback
+        main([str(tmp_path / "missing.jsonl")])
+    assert exc.value.code == 2 and "missing.jsonl" in capsys.readouterr().err
 
 
 def test_training_free_skill_baseline_breaks_ties_uniformly():

@@ -183,7 +183,10 @@ def main(argv: list[str]) -> int:
         print(__doc__.strip().splitlines()[-1].strip())
         return 2
     for path in args.files:
-        rows = read_jsonl(path)
+        try:
+            rows = read_jsonl(path)
+        except (OSError, ValueError) as e:  # one line and exit 2, as argparse reports a bad argument
+            ap.error(f"{path}: {e}; give eval/<stage>.jsonl records or SFT rows (JSONL)")
         items = [(r.get("problem", f"row {i}"), j, t) for i, r in enumerate(rows, 1)
                  for j, t in enumerate(r.get("texts") or [])]
         if not items:   # SFT rows: the assistant message
