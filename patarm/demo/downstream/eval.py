@@ -12,13 +12,14 @@ import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
 
 from patarm.demo.downstream.task import answer, verified
 from patarm.eval.stats import mean_ci
-from patarm.io import append_jsonl
+from patarm.io import append_jsonl, read_jsonl, write_jsonl
 from patarm.judge import mean_score
 
 logger = logging.getLogger("patarm.downstream")
@@ -212,6 +213,9 @@ class HeldoutCallback(TrainerCallback):
         self.subset = subset
 
     def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+        path = Path(self.path)
+        if state.global_step > 0 and state.is_world_process_zero and path.is_file():  # resumed: drop later rows
+            write_jsonl([r for r in read_jsonl(path) if r.get("step", 0) <= state.global_step], path)
         if self.subset and self.every > 0 and state.global_step == 0 and state.is_world_process_zero:
             self._measure(state.global_step, model, processing_class)
 

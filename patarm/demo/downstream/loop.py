@@ -6,7 +6,7 @@ bound) — and measured on held-out prompts by the rule verifier and IFEval's ch
     patarm quickstart --run_dir runs/quickstart          # the judge (once)
     patarm downstream [--run_dir runs/downstream] [--config patarm/demo/configs/downstream-small.yaml]
 
-Stages, each skipped when its output exists (a stopped run resumes; a half-finished GRPO run restarts):
+Stages, each skipped when its output exists (a stopped run resumes; a GRPO run from its newest checkpoint):
 
     task/          the policy's prompts: SFT corpus, RL prompts, held-out items (split by prompt text)
     policy-sft/    a tiny Qwen3 SFT-trained on the task, some of whose answers break the instruction
@@ -281,16 +281,18 @@ def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, s
                evaluator: Evaluator, main: bool = True) -> dict[str, Any]:
     """grpo-<reward>/: plain TRL GRPO of the policy on one reward, then the trained policy measured."""
     from patarm.demo.downstream.train import train_policy
+    from patarm.train.common import complete_checkpoints
 
     folder = out / f"grpo-{reward}"
     if (folder / "result.json").is_file():
         return read_json(folder / "result.json") if main else {}
-    if main and folder.exists():  # a run stopped mid-training starts over: its metrics would otherwise be mixed
-        shutil.rmtree(folder)
+    if main and folder.exists() and not trained(folder) and not complete_checkpoints(folder):
+        shutil.rmtree(folder)  # stopped before its first checkpoint: starts over (its metrics would be mixed)
     from accelerate import PartialState
 
     PartialState().wait_for_everyone()
-    train_policy(args, out, folder, policy, Monitored(scorers[reward]), evaluator, [reward])
+    if not trained(folder):  # else only its measurement was missing
+        train_policy(args, out, folder, policy, Monitored(scorers[reward]), evaluator, [reward])
     if not main:
         return {}
     return save_result(args, evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import logging
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ from typing import Any
 from patarm.demo.downstream.config import DownstreamArguments
 from patarm.demo.downstream.eval import Evaluator, HeldoutCallback
 from patarm.io import read_json, read_jsonl, write_json
+from patarm.models.settings import RUN_CONFIG_FILE
 
 logger = logging.getLogger("patarm.downstream")
 
@@ -40,16 +42,24 @@ def grpo_config(args: DownstreamArguments, out: Path, folder: Path, overrides: S
 
 def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str, reward_fn: Any,
                  evaluator: Evaluator, scorer_names: Sequence[str]) -> None:
-    """GRPO of `policy` on `reward_fn` over the task's RL prompts; saves the policy into `folder`."""
+    """GRPO of `policy` on `reward_fn` over the task's RL prompts; saves the policy into `folder`, then marks it
+    trained (`patarm_config.json`) and removes its checkpoints. With checkpoints on (the config's `save_strategy:
+    steps`), a run stopped mid-training resumes from the newest complete checkpoint in `folder`: the steps after
+    it are dropped from metrics.jsonl and heldout.jsonl and trained again."""
     from datasets import Dataset
     from transformers.trainer_callback import ProgressCallback
     from trl import GRPOTrainer
 
     from patarm.models import load_causal_lm
-    from patarm.train.common import JsonlMetricsCallback, QuietProgressCallback
+    from patarm.train.common import (
+        AtomicCheckpointMixin,
+        JsonlMetricsCallback,
+        QuietProgressCallback,
+        complete_checkpoints,
+    )
     from patarm.train.grpo import RolloutAutocastMixin
 
-    class PolicyGRPOTrainer(RolloutAutocastMixin, GRPOTrainer):
+    class PolicyGRPOTrainer(AtomicCheckpointMixin, RolloutAutocastMixin, GRPOTrainer):
         pass
 
     config = grpo_config(args, out, folder)
@@ -70,10 +80,18 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
         trainer.add_callback(QuietProgressCallback)
     logger.info("GRPO on %s: %d steps of %d rollouts (%d per prompt) from %s", reward_fn.__name__, config.max_steps,
                 config.per_device_train_batch_size * config.gradient_accumulation_steps, config.num_generations, policy)
-    trainer.train()
+    resume = complete_checkpoints(folder)
+    if resume:
+        logger.info("GRPO on %s resumes from %s", reward_fn.__name__, resume[-1])
+    trainer.train(resume_from_checkpoint=str(resume[-1]) if resume else None)
     trainer.save_model(str(folder))
     if trainer.accelerator.is_main_process:
         tokenizer.save_pretrained(str(folder))
+        write_json({"stage": "policy-grpo", "policy": policy, "reward": reward_fn.__name__,
+                    "training": {k: v for k, v in config.to_dict().items() if not k.startswith("_")}},
+                   folder / RUN_CONFIG_FILE)
+        for checkpoint in folder.glob("checkpoint-*"):  # the policy is saved: its checkpoints are only disk now
+            shutil.rmtree(checkpoint, ignore_errors=True)
     del trainer, model
     gc.collect()
 
