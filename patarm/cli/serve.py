@@ -3,7 +3,7 @@
     patarm serve [--model {run_dir}/export] [--backend hf|vllm] [--host 127.0.0.1] [--port 8000]
                  [--token_env VAR | --token_file F] [--max_batch 32] [--max_wait_ms 10] [--max_queue 1024]
                  [--max_body_bytes 4194304] [--timeout_s 300] [--head_timeout_s 10] [--max_head_bytes 65536]
-                 [--max_connections 1024]
+                 [--max_connections 1024] [--dtype auto|float32|bfloat16|float16]
 
 Endpoints: POST /v1/judge, POST /get_reward (OpenRLHF), POST /v1/chat/completions, GET /health,
 GET /metrics. It listens on loopback unless --host says otherwise; with a token every route but
@@ -59,6 +59,10 @@ class ServeArguments(RunArguments):
     template: str | None = judge_field("template", help="default judge template (items may name another; default: "
                                        "the judge's own)")
     rubric_mode: str | None = judge_field("rubric_mode")
+    dtype: str | None = field(default=None, metadata={
+        "help": "the judge's weights dtype with --backend hf (default: as saved); auto: bfloat16 where the device "
+                "computes in it natively (a CPU with AMX/AVX512-BF16, a bf16 GPU), else float32",
+        "choices": ["auto", "float32", "bfloat16", "float16"]})
     log_level: str = field(default="info", metadata={"help": "uvicorn's log level",
                                                      "choices": ["critical", "error", "warning", "info", "debug"]})
 
@@ -74,6 +78,8 @@ class ServeArguments(RunArguments):
             raise ValueError(f"--max_wait_ms must be >= 0, got {self.max_wait_ms:g}")
         if self.token_env and self.token_file:
             raise ValueError("give --token_env or --token_file, not both")
+        if self.dtype and self.backend != "hf":
+            raise ValueError(f"--dtype applies to --backend hf; vLLM picks its own (got --backend {self.backend})")
 
 
 def read_token(token_env: str | None, token_file: str | None) -> str | None:
@@ -120,7 +126,7 @@ def main(command: str, argv: list[str]) -> None:
         scorer = load_scorer(args.model, args.backend, max_new_tokens=values["max_new_tokens"],
                              temperature=values["temperature"], batch_size=args.max_batch, template=values["template"],
                              rubric_mode=values["rubric_mode"], enable_thinking=values["enable_thinking"],
-                             max_prompt_tokens=values["max_prompt_tokens"])
+                             max_prompt_tokens=values["max_prompt_tokens"], dtype=args.dtype)
     except BaseException:
         sock.close()
         raise

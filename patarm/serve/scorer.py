@@ -259,9 +259,9 @@ def with_sampling(backend: Any, sampling: Sampling) -> Any:
 def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
                 batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
                 work_dir: str | os.PathLike | None = None, enable_thinking: bool = False,
-                max_prompt_tokens: int | None = None) -> JudgeScorer:
+                max_prompt_tokens: int | None = None, dtype: str | None = None) -> JudgeScorer:
     """A JudgeScorer for a model spec (a folder, a hub id, `tiny[:...]`, a GGUF spec) on the `hf` or `vllm`
-    backend."""
+    backend; `dtype` (hf): the weights' dtype (None: as saved; auto: bfloat16 where the device computes in it)."""
     from patarm.backends import GenerationOptions
     from patarm.models import parse_tiny_spec, resolve_model
 
@@ -281,7 +281,14 @@ def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, t
     elif backend == "hf":
         from patarm.backends.hf import HFBackend
 
-        engine = HFBackend.from_pretrained(path, options)
+        kwargs = {}
+        if dtype:
+            import torch
+
+            from patarm.train.common import auto_dtype
+
+            kwargs["dtype"] = auto_dtype(dtype, "cuda" if torch.cuda.is_available() else "cpu")
+        engine = HFBackend.from_pretrained(path, options, **kwargs)
     else:
         raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
     name = os.path.basename(str(model).rstrip("/"))

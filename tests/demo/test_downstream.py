@@ -434,3 +434,29 @@ def test_a_policy_grpo_run_stopped_mid_training_resumes_from_its_checkpoint(tmp_
     with pytest.raises(SystemExit):
         run_cli(*argv)
     assert not folder.exists() or not (folder / "metrics.jsonl").is_file()
+
+
+def test_the_served_judge_runs_in_the_recipes_dtype(tmp_path, monkeypatch):
+    """A recipe that judges in one dtype (the IFEval recipe's `dtype`, bf16 on a bf16 CPU) serves its judge in it,
+    so the policy's reward is the judge whose dev-pair accuracy was measured; an explicit --dtype in
+    judge_serve_args wins; a run without a dtype passes none."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from patarm.demo.downstream import loop
+
+    seen = []
+
+    @contextlib.contextmanager
+    def served(model, log, extra):
+        seen.append(list(extra))
+        yield "http://127.0.0.1:9"
+
+    monkeypatch.setattr(loop, "served_judge", served)
+    base = {"rewards": ["judge"], "score_with": [], "synthetic": False, "judge_url": None, "judge_invalid": None,
+            "judge_path": lambda: "judge"}
+    for extra, dtype in ((["--max_batch", "32"], "bfloat16"), (["--dtype", "float32"], "bfloat16"), ([], None)):
+        args = SimpleNamespace(**base, judge_serve_args=extra, **({"dtype": dtype} if dtype else {}))
+        with contextlib.ExitStack() as stack:
+            loop._scorers(args, tmp_path, None, stack)["judge"]._build()
+    assert seen == [["--max_batch", "32", "--dtype", "bfloat16"], ["--dtype", "float32"], []]

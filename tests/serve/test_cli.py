@@ -23,6 +23,8 @@ def main(argv):
     (["--model", "m", "--token-file", "/nonexistent/token"], "cannot read it"),
     (["--model", "./no/such/judge"], "no such folder"),
     (["--model", "tiny:layers=2"], "is not key=value with a key in"),
+    (["--model", "m", "--backend", "vllm", "--dtype", "bfloat16"], "--dtype applies to --backend hf"),
+    (["--model", "m", "--dtype", "int8"], "--dtype: invalid choice: 'int8'"),
 ])
 def test_bad_flags_exit_2_with_one_paragraph(argv, says, capsys, monkeypatch):
     monkeypatch.delenv("PATARM_TEST_UNSET_VAR", raising=False)
@@ -52,3 +54,20 @@ def test_the_vllm_backend_without_vllm_says_what_to_install(tmp_path, capsys):
         main(["--model", str(tmp_path), "--backend", "vllm", "--port", "0"])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "the vLLM backend needs vLLM" in err
+
+
+def test_dtype_loads_the_judge_in_it_and_auto_follows_the_device(tmp_path, monkeypatch):
+    """`--dtype` (hf): the weights in that dtype; `auto`: bfloat16 where the CPU computes in it, else float32; none:
+    as saved."""
+    torch = pytest.importorskip("torch")
+    from patarm.serve.scorer import load_scorer
+    from patarm.train import common
+
+    def dtype_of(**kw):
+        return next(load_scorer("tiny", work_dir=tmp_path, **kw).backend.model.parameters()).dtype
+
+    assert dtype_of() == torch.float32 and dtype_of(dtype="bfloat16") == torch.bfloat16
+    monkeypatch.setattr(common, "cpu_bf16", lambda *a: (False, "no bf16 instructions"))
+    assert dtype_of(dtype="auto") == torch.float32
+    monkeypatch.setattr(common, "cpu_bf16", lambda *a: (True, "avx512_bf16"))
+    assert dtype_of(dtype="auto") == torch.bfloat16

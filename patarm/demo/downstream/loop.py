@@ -178,8 +178,10 @@ def _scorers(args: DownstreamArguments, out: Path, bt: str | None, stack: contex
         def connect() -> Any:
             from patarm.serve.adapters.trl import JudgeReward
 
-            url = args.judge_url or stack.enter_context(served_judge(
-                args.judge_path(), out / "serve.log", args.judge_serve_args))
+            dtype = getattr(args, "dtype", None)  # a recipe that judges in one dtype serves the judge in it too
+            extra = [*args.judge_serve_args, *(["--dtype", dtype] if dtype and "--dtype" not in
+                                                args.judge_serve_args else [])]
+            url = args.judge_url or stack.enter_context(served_judge(args.judge_path(), out / "serve.log", extra))
             judge = JudgeReward(url, name="judge", invalid=args.judge_invalid)
             stack.callback(judge.close)
             return judge

@@ -107,9 +107,9 @@ class IFEvalArguments(DownstreamArguments):
     max_prompt_tokens: int = field(default=512, metadata={"help": "judge prompts are cut to this many tokens"})
     judge_max_new_tokens: int = field(default=96, metadata={"help": "judgment length limit"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generation batch (samples, judging)"})
-    dtype: str = field(default="float32", metadata={"help": "weights' dtype for measuring, sampling and judging; "
-                       "auto: bfloat16 where the device has bf16 instructions (a CPU with AMX/AVX512-BF16), else "
-                       "float32 (training stays fp32 / autocast as its stage configs say)",
+    dtype: str = field(default="float32", metadata={"help": "weights' dtype for measuring, sampling, judging and "
+                       "serving the judge; auto: bfloat16 where the device has bf16 instructions (a CPU with "
+                       "AMX/AVX512-BF16), else float32 (training stays fp32 / autocast as its stage configs say)",
                        "choices": ["auto", "float32", "bfloat16", "float16"]})
     device: str = field(default="cpu", metadata={"help": "where sampling and judging run: cpu or cuda"})
 
