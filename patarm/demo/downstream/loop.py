@@ -329,6 +329,8 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
     measured = Path(args.run_dir) / "eval" / "judge_pairs.json"  # a recipe that trains its own judge writes it
     if measured.is_file():
         out["judge"] = read_json(measured)
+        if measured.with_name("judge_pairs_sft.json").is_file():  # the same judge before its GRPO-PAR
+            out["judge (SFT)"] = read_json(measured.with_name("judge_pairs_sft.json"))
     elif report.is_file():
         stages = read_json(report).get("stages", {})
         last = stages.get("grpo") or stages.get("sft")

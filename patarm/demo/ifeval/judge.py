@@ -99,6 +99,8 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
     final = out / "sft"
     if args.judge_grpo_steps and rl_pool:
         final = _judge_grpo(args, out, rl_pool, template, clock) or final
+    if final != out / "sft":  # the SFT judge measured too: what GRPO-PAR changed
+        judge_accuracy(args, out, dev, template, clock, stage="sft")
     if not trained(out / "export"):
         from patarm.export import export
 
@@ -139,29 +141,34 @@ def _judge_grpo(args: IFEvalArguments, out: Path, pool: list, template: Any, clo
     return out / "grpo"
 
 
-def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, clock: Clock) -> dict[str, Any]:
+def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, clock: Clock,
+                   stage: str = "export") -> dict[str, Any]:
     """eval/judge_pairs.json: the exported judge's greedy scores of both sides of every dev pair; accuracy = the
-    chosen side scored strictly higher (a tie or an unreadable score is wrong), with its 95 % interval."""
+    chosen side scored strictly higher (a tie or an unreadable score is wrong), with its 95 % interval, and the
+    ties counted. `stage="sft"`: the SFT judge, into eval/judge_pairs_sft.json (what GRPO-PAR changed)."""
     from patarm.eval.stats import mean_ci
     from patarm.judge import parse_judgment
 
-    path = out / "eval" / "judge_pairs.json"
+    name = "judge_pairs" if stage == "export" else f"judge_pairs_{stage}"
+    path = out / "eval" / f"{name}.json"
     if path.is_file():
         return read_json(path)
     if not dev:
         return {}
     started = time.time()
-    render = _renderer(args, str(out / "export"))
-    backend = _judge_backend(args, str(out / "export"), 0.0, out / "eval" / "judge_pairs.cache.sqlite")
+    render = _renderer(args, str(out / stage))
+    backend = _judge_backend(args, str(out / stage), 0.0, out / "eval" / f"{name}.cache.sqlite")
     prompts = [render(p, getattr(p, side), template) for p in dev for side in ("chosen", "rejected")]
     texts = [t[0] for t in backend.generate(prompts, 1)]
     backend.cache.close()
     scores = [parse_judgment(t, template).score for t in texts]
     right = [float(c is not None and r is not None and c > r) for c, r in zip(scores[::2], scores[1::2])]
+    ties = sum(c is not None and c == r for c, r in zip(scores[::2], scores[1::2]))
     result = {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
-              "format_valid": sum(s is not None for s in scores) / len(scores), "source": str(out / "prep" / "heldout"),
-              "model": str(out / "export")}
+              "ties": ties, "format_valid": sum(s is not None for s in scores) / len(scores),
+              "source": str(out / "prep" / "heldout"), "model": str(out / stage)}
     write_json(result, path)
-    clock.done("judge measured", started, f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} pairs")
+    clock.done(f"judge measured ({stage})", started, f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} "
+                                                     f"pairs, {ties} ties")
     return result
 
