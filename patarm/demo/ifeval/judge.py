@@ -96,6 +96,7 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
                                       "--train_files", folder / "sft.jsonl", "--output_dir", out / "sft", "--seed",
                                       args.seed, "--max_length", length))
         clock.done("judge SFT", started)
+        (out / "eval" / "judge_pairs_sft.json").unlink(missing_ok=True)  # a new SFT judge: its old accuracy is stale
     final = out / "sft"
     if args.judge_grpo_steps and rl_pool:
         final = _judge_grpo(args, out, rl_pool, template, clock) or final
