@@ -1,7 +1,9 @@
 """The recipe kit: what every recipe (the quickstart, the GSM8K skill recipe, the downstream loop) does between
 its stages, written once.
 
-- `stage_args` / `train_stage`: a training stage configured and run exactly as `patarm <stage>` runs it;
+- `stage_args` / `train_stage`: a training stage configured and run exactly as `patarm <stage>` runs it, resuming
+  from the newest complete checkpoint in its folder (a stage config that saves checkpoints makes a stopped recipe
+  resume mid-stage);
 - `trained` / `step_done` / `write_step`: skip-if-done (a stopped run resumes where it stopped);
 - `Clock`: one progress line per finished stage, and every stage's seconds (merged into `timings.json`);
 - `grpo_curve` / `smooth` / `plot_grpo_curve`: the GRPO judge's PAR curve from its metrics.jsonl, and its plot.
@@ -33,7 +35,29 @@ def stage_args(stage: str, config: str | Path, run_dir: str | Path, *flags: str)
     return parse_args(stage, ["--config", str(config), "--run_dir", str(run_dir), *map(str, flags)])
 
 
-train_stage = run_stage  # train and save one stage from its parsed arguments: the CLI's runner, re-exported
+def train_stage(stage: str, parsed: tuple[Any, ...]) -> str:
+    """Train and save one stage from its parsed (data, training, model) arguments, as `patarm <stage>` does, but
+    resuming from the newest *complete* checkpoint already in its output folder (one a stopped run of the same
+    stage left there; a half-written one is skipped) unless the arguments name one; the checkpoints are removed
+    once the stage is saved (the stage's folder then holds its model, and `trained` says so). Returns the folder."""
+    import shutil
+
+    from accelerate import PartialState
+
+    from patarm.train.common import complete_checkpoints
+
+    _, training, _ = parsed
+    done = complete_checkpoints(training.output_dir)
+    if done and not training.resume_from_checkpoint:
+        logger.info("%s resumes from %s", stage, done[-1])
+        training.resume_from_checkpoint = str(done[-1])
+    out = run_stage(stage, parsed)
+    state = PartialState()
+    state.wait_for_everyone()
+    if state.is_main_process:
+        for checkpoint in Path(out).glob("checkpoint-*"):  # the stage is saved: its checkpoints are only disk now
+            shutil.rmtree(checkpoint, ignore_errors=True)
+    return out
 
 
 def trained(folder: str | Path) -> bool:

@@ -165,11 +165,14 @@ class AtomicCheckpointMixin:
 
 class JsonlMetricsCallback(TrainerCallback):
     """Appends every log line (loss, rewards, PAR metrics) to `<output_dir>/metrics.jsonl` on the main process.
-    A resumed run first drops the rows logged after its checkpoint, so each step appears once."""
+    A resumed run first drops the rows logged after its checkpoint, so each step appears once; a run from step 0
+    starts the file afresh (a stopped run's rows would otherwise precede its own)."""
 
     def on_train_begin(self, args, state, control, **kwargs):
         path = Path(args.output_dir) / "metrics.jsonl"
-        if state.is_world_process_zero and state.global_step > 0 and path.is_file():
+        if state.is_world_process_zero and state.global_step == 0:
+            path.unlink(missing_ok=True)
+        elif state.is_world_process_zero and path.is_file():
             rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
             write_jsonl([r for r in rows if r.get("step", 0) <= state.global_step], path)
 

@@ -175,6 +175,22 @@ def test_an_sft_judge_trained_under_an_older_config_text_is_not_reused(tmp_path)
     assert not (tmp_path / "now" / "reference" / "sft").exists()
 
 
+
+def test_sft_configs_compare_by_what_they_train_with(tmp_path):
+    """Another SFT config file with the same settings but other comments and checkpointing reuses the SFT judge;
+    one with another learning rate does not."""
+    src = _finished_run(tmp_path / "src")
+    settings = yaml.safe_load(Path(parse_args([]).sft_config).read_text())
+    saving = tmp_path / "saving.yaml"
+    saving.write_text("# checkpoints every 5 steps\n" + yaml.safe_dump(
+        {**settings, "save_strategy": "steps", "save_steps": 5, "save_total_limit": 1}))
+    got = _reuse(src, tmp_path / "saving", "--sft_config", str(saving))["reference"]
+    assert got["stages"][:2] == ["prep/pointwise", "sft"]
+    faster = tmp_path / "faster.yaml"
+    faster.write_text(yaml.safe_dump({**settings, "learning_rate": 3.0e-4}))
+    got = _reuse(src, tmp_path / "faster", "--sft_config", str(faster))["reference"]
+    assert "sft" not in got["stages"] and "sft_config" in got["not_reused"]
+
 def test_a_bad_rl_keep_rewards_entry_fails_when_parsed():
     with pytest.raises(ValueError, match="rl_keep_rewards entry 'patarm.rewards' is not a function"):
         parse_args(["--rl_keep_rewards", "patarm.rewards"])

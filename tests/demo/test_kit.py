@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import logging
 import math
+from pathlib import Path
 
 from patarm.data import Manifest
 from patarm.demo import kit
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_step_is_done_only_once_its_manifest_is_written(tmp_path):
@@ -57,3 +60,36 @@ def test_smooth_is_a_trailing_mean_that_skips_missing_values():
 def test_plot_grpo_curve_writes_a_png(tmp_path):
     kit.plot_grpo_curve([{"step": s, "pair_accuracy": 0.5, "margin": None} for s in range(5)], tmp_path / "c.png")
     assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_train_stage_resumes_from_the_newest_complete_checkpoint(tmp_path, caplog):
+    """A stage stopped after its second checkpoint (its model not yet saved) trains only its third step when the
+    recipe runs it again; each step is logged once; once saved, the stage's checkpoints are gone."""
+    from patarm.demo.synthetic import make_pairs
+    from patarm.demo.teacher import RuleTeacher
+    from patarm.io import write_jsonl
+    from patarm.prep.corpus import pointwise_corpus
+    from patarm.train.common import COMPLETE_MARKER
+
+    rows, _ = pointwise_corpus(make_pairs(24, seed=1, kinds=("lowercase",)), RuleTeacher(), "pointwise-compact")
+    write_jsonl(rows, tmp_path / "prep" / "pointwise" / "sft.jsonl")
+
+    def parsed(steps: int):
+        return kit.stage_args("sft", ROOT / "configs/sft/tiny.yaml", tmp_path, "--max_steps", steps,
+                              "--train_files", tmp_path / "prep" / "pointwise" / "sft.jsonl", "--save_strategy",
+                              "steps", "--save_steps", 1, "--logging_steps", 1, "--report_to", "none")
+
+    out = Path(kit.run_stage("sft", parsed(2)))  # as if stopped after checkpoint-2: its model not saved yet
+    (out / "model.safetensors").unlink()
+    (out / "patarm_config.json").unlink()
+    (out / "checkpoint-3").mkdir()  # a half-written checkpoint is skipped
+    assert (out / "checkpoint-2" / COMPLETE_MARKER).is_file() and not kit.trained(out)
+    with caplog.at_level(logging.INFO, logger="patarm.recipe"):
+        kit.train_stage("sft", parsed(3))
+    assert any(r.getMessage().endswith("sft resumes from " + str(out / "checkpoint-2")) for r in caplog.records)
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if "loss" in m] == [1, 2, 3]  # each step once (and each run's summary row)
+    assert kit.trained(out) and not list(out.glob("checkpoint-*"))
+    kit.run_stage("sft", parsed(1))  # a run from step 0 starts its metrics afresh
+    logged = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged if "loss" in m] == [1]

@@ -43,11 +43,20 @@ TRAINING_KEYS = ("num_train_epochs", "learning_rate", "lr_scheduler_type", "warm
                  "per_device_train_batch_size", "gradient_accumulation_steps")
 
 
+# stage-config keys that do not change what a stage learns (how often it saves, logs, reports)
+NEUTRAL_CONFIG_KEYS = ("save_strategy", "save_steps", "save_total_limit", "logging_steps", "report_to",
+                       "dataloader_num_workers")
+
+
 def _value(args: dict, key: str) -> Any:
-    """A recipe argument as compared: a stage config by its text when the file exists (paths differ by checkout)."""
+    """A recipe argument as compared: a stage config by its settings when the file exists (paths differ by
+    checkout), less comments and `NEUTRAL_CONFIG_KEYS`."""
+    import yaml
+
     value = args.get(key)
     if key in CONFIG_KEYS and value and Path(value).is_file():
-        return Path(value).read_text()
+        settings = yaml.safe_load(Path(value).read_text()) or {}
+        return {k: v for k, v in settings.items() if k not in NEUTRAL_CONFIG_KEYS}
     return value
 
 
