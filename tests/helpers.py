@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,3 +27,16 @@ def run_cli(*argv: object) -> None:
     from patarm.cli import main
 
     main([str(a) for a in argv])
+
+
+IFEVAL_ROW = {  # an IFEval input row with two constraints, for the IFEval recipe's tests
+    "key": "k", "prompt": "Write about the sea. In your entire response, refrain from the use of any commas. "
+                          "Include keywords ['sea', 'blue'] in the response.",
+    "instruction_id_list": ["punctuation:no_comma", "keywords:existence"],
+    "kwargs": [{}, {"keywords": ["sea", "blue"]}]}
+
+
+def ifeval_pair_row(i: int) -> dict:
+    """A verifiable prompt row (as `prompts/train.jsonl` holds them) carrying `IFEVAL_ROW`."""
+    return {"id": f"p{i}", "prompt": [{"role": "user", "content": IFEVAL_ROW["prompt"]}],
+            "domain": "instruction-following", "ifeval_row": json.dumps(IFEVAL_ROW)}

@@ -232,8 +232,15 @@ def test_report_files_and_tables(tmp_path, capsys):
     (tmp_path / "paired").mkdir()
     paired = write_downstream_report(report | {"ifeval_change": change}, tmp_path / "paired")
     text = Path(paired["report_md"]).read_text()
-    assert "| judge | prompt strict | 18.30 | 20.00 | +1.70 | 1.50 | +1.13 | 0.32 |" in text
-    assert "| judge | instruction strict | 29.70 | 34.70 | +5.00 | 1.30 | +3.80 | 0.0001 |" in text
+    assert "| judge | prompt strict | 18.30 | 20.00 | +1.70 | +9.3 % | 1.50 | +1.13 | 0.32 |" in text
+    assert "| judge | instruction strict | 29.70 | 34.70 | +5.00 | +16.8 % | 1.30 | +3.80 | 0.0001 |" in text
+    assert "One arm's end policy against another's" not in text  # no BT arm: no comparison table
+    between = {"judge vs bt": {"prompt_strict": {**change["judge"]["prompt_strict"], "before": 20.0, "after": 18.3,
+                                                 "change": -1.7, "z": -1.13, "up": 28, "down": 37}}}
+    (tmp_path / "between").mkdir()
+    text = Path(write_downstream_report(report | {"ifeval_change": change, "ifeval_between": between},
+                                        tmp_path / "between")["report_md"]).read_text()
+    assert "| judge vs bt | prompt strict | 20.00 | 18.30 | -1.70 | -8.5 % | 1.50 | -1.13 | 0.32 | 28 / 37 |" in text
     assert "the reward rose; held out: prompt-level strict no clear change" in text and "| hacked" not in text
     # greedy only (IFEval's protocol): no sampled table, not an empty one
     (tmp_path / "greedy").mkdir()

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from helpers import IFEVAL_ROW as ROW
 from helpers import ROOT, run_cli
+from helpers import ifeval_pair_row as _row
 from patarm.demo.ifeval.pairs import label_pairs
 from patarm.demo.ifeval.prompts import REPEAT, PromptSettings, build_prompts, draw_constraints, registry
 from patarm.demo.ifeval.teacher import ConstraintTeacher, judgment_text, score_of
@@ -78,17 +80,6 @@ def test_constraint_draws_follow_the_settings_and_never_leave_a_kwarg_the_checke
         PromptSettings(min_constraints=0)
 
 
-ROW = {"key": "k", "prompt": "Write about the sea. In your entire response, refrain from the use of any commas. "
-       "Include keywords ['sea', 'blue'] in the response.",
-       "instruction_id_list": ["punctuation:no_comma", "keywords:existence"],
-       "kwargs": [{}, {"keywords": ["sea", "blue"]}]}
-
-
-def _row(i: int) -> dict:
-    return {"id": f"p{i}", "prompt": [{"role": "user", "content": ROW["prompt"]}], "domain": "instruction-following",
-            "ifeval_row": json.dumps(ROW)}
-
-
 def test_pairs_choose_the_response_that_follows_more_constraints_and_count_prompts_without_a_pair():
     responses = [["The sea, it is blue.", "The sea is blue and calm.", "Hello, world", ""],  # 1, 2, 0, empty
                  ["The sea is blue.", "A blue sea here."],                           # 2 and 2: no pair
@@ -102,6 +93,7 @@ def test_pairs_choose_the_response_that_follows_more_constraints_and_count_promp
     assert records[0]["followed"] == [[False, True], [True, True], [False, False], [False, False]]
     assert manifest.extra["followed_gap"] == {2: 1} and manifest.extra["empty_responses"] == 2
     assert manifest.extra["samples_all_followed"] == pytest.approx(4 / 10)  # every sampled response counts
+
 
 
 def test_teacher_cites_each_constraint_with_its_evidence_and_scores_the_share_followed():
@@ -278,6 +270,9 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
             report["policies"][f"grpo-{reward}"]["ifeval_official"]["prompt_strict"])
         assert "held out: prompt-level strict" in report["verdicts"][reward]["verdict"]
     assert "paired on the same prompts" in (run / "report.md").read_text()
+    between = report["ifeval_between"]["judge vs bt"]["prompt_strict"]  # the judge arm against the BT arm
+    assert between["before"] == report["ifeval_change"]["bt"]["prompt_strict"]["after"]
+    assert between["after"] == report["ifeval_change"]["judge"]["prompt_strict"]["after"]
     pairs = json.loads((run / "prep" / "pairs" / "manifest.json").read_text())
     assert pairs["rows_in"] + pairs["dev"]["rows_in"] == 40 == pairs["rows_out"] + sum(pairs["dropped"].values()) + (
         pairs["dev"]["rows_out"] + sum(pairs["dev"]["dropped"].values()))

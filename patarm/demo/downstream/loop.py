@@ -74,7 +74,7 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
-              "ifeval_change": _ifeval_change(args, out),
+              "ifeval_change": _ifeval_change(args, out), "ifeval_between": _ifeval_between(args, out),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
 
@@ -267,6 +267,23 @@ def _ifeval_change(args: DownstreamArguments, out: Path) -> dict[str, dict]:
     source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
     base = evaluate(source, start)[1]
     return {r: paired_change(base, evaluate(source, f)[1]) for r, f in ends.items() if f.is_file()}
+
+
+# arms compared with each other on the same prompts: (arm, against) — the paper's claim is the judge over a scalar RM
+ARM_COMPARISONS = (("judge", "bt"),)
+
+
+def _ifeval_between(args: DownstreamArguments, out: Path) -> dict[str, dict]:
+    """`"<arm> vs <against>"` → the arm's end policy's official IFEval figures against the other arm's end policy on
+    the same prompts, paired (`paired_change`, `before` = the other arm); only pairs of arms both measured."""
+    ends = {r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}
+    pairs = [(a, b) for a, b in ARM_COMPARISONS if a in ends and b in ends and ends[a].is_file() and ends[b].is_file()]
+    if not pairs:
+        return {}
+    from patarm.verify.ifeval import evaluate, paired_change
+
+    source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
+    return {f"{a} vs {b}": paired_change(evaluate(source, ends[b])[1], evaluate(source, ends[a])[1]) for a, b in pairs}
 
 
 def stage_reference(path: Path, items: list[dict], evaluator: Evaluator, args: DownstreamArguments,

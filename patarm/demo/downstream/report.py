@@ -137,13 +137,38 @@ def change_table(report: dict) -> str:
     rows = report.get("ifeval_change") or {}
     if not rows:
         return ""
-    lines = ["| reward | measure | start | end | change (points) | paired s.e. | change / s.e. | p |", "|---" * 8 + "|"]
+    lines = ["| reward | measure | start | end | change (points) | relative | paired s.e. | change / s.e. | p |",
+             "|---" * 9 + "|"]
     for reward, measures in rows.items():
         for key, m in measures.items():
-            lines.append(f"| {reward} | {key.replace('inst_', 'instruction ').replace('_', ' ')} | {m['before']:.2f} | "
-                         f"{m['after']:.2f} | {m['change']:+.2f} | {m['se']:.2f} | {m['z']:+.2f} | {m['p']:.2g} |")
-    return ("\n\nIFEval change over the start, paired on the same prompts (prompt level: McNemar's exact p; "
-            "instruction level: a cluster-robust standard error over prompts, normal p):\n\n" + "\n".join(lines))
+            lines.append(f"| {reward} | {_measure(key)} | {m['before']:.2f} | {m['after']:.2f} | {m['change']:+.2f} | "
+                         f"{_relative(m)} | {m['se']:.2f} | {m['z']:+.2f} | {m['p']:.2g} |")
+    text = ("\n\nIFEval change over the start, paired on the same prompts (prompt level: McNemar's exact p; "
+            "instruction level: a cluster-robust standard error over prompts, normal p; relative: the change over "
+            "the start's figure, the paper's measure — PaTaRM's policies gained 13.6 % on average over IFEval and "
+            "InFoBench):\n\n" + "\n".join(lines))
+    between = report.get("ifeval_between") or {}
+    if between:
+        lines = ["| arms | measure | other arm | this arm | difference (points) | relative | paired s.e. | "
+                 "difference / s.e. | p | prompts up / down |", "|---" * 10 + "|"]
+        for name, measures in between.items():
+            for key, m in measures.items():
+                moved = f"{m['up']} / {m['down']}" if "up" in m else ""
+                lines.append(f"| {name} | {_measure(key)} | {m['before']:.2f} | {m['after']:.2f} | "
+                             f"{m['change']:+.2f} | {_relative(m)} | {m['se']:.2f} | {m['z']:+.2f} | {m['p']:.2g} | "
+                             f"{moved} |")
+        text += ("\n\nOne arm's end policy against another's, paired on the same prompts (`judge vs bt`: the "
+                 "PaTaRM-judge arm against the BT arm, the paper's comparison with a scalar reward model):\n\n"
+                 + "\n".join(lines))
+    return text
+
+
+def _measure(key: str) -> str:
+    return key.replace("inst_", "instruction ").replace("_", " ")
+
+
+def _relative(m: dict) -> str:
+    return f"{100 * m['change'] / m['before']:+.1f} %" if m["before"] else "—"
 
 
 def official_table(policies: dict[str, dict]) -> str:

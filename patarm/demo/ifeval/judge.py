@@ -10,6 +10,7 @@ the judge is asked the same way in SFT, rejection sampling, GRPO, its own evalua
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -64,6 +65,19 @@ def split_pool(train: list, sft_pairs: int, rl_pool: int) -> tuple[list, list]:
     return train[:n_sft], train[n_sft:]
 
 
+def _distinct_rows(rows: list[dict], manifest: Any) -> list[dict]:
+    """The SFT rows less exact repeats (a response in several pairs of its prompt, `pairs_per_prompt` > 1, gets the
+    same judge prompt and the same teacher judgment each time): counted as `duplicate_rows`."""
+    seen, out = set(), []
+    for row in rows:
+        key = json.dumps(row["messages"], sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(row)
+    manifest.extra.update(duplicate_rows=len(rows) - len(out), sft_rows=len(out))
+    return out
+
+
 def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock: Clock) -> dict[str, Any]:
     """The PaTaRM judge: teacher SFT corpus → SFT → RL set → GRPO-PAR → export/, its dev-pair accuracy, and the BT
     pairs (every pair it trained on). Returns the judge's dev-pair accuracy."""
@@ -85,6 +99,7 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
             raise ValueError(f"the judge's SFT corpus is empty: no pair of {len(sft_pool)} has a teacher margin > "
                              f"{args.sft_min_margin} ({dict(manifest.dropped)}): raise pair_prompts or lower "
                              "sft_min_margin")
+        rows = _distinct_rows(rows, manifest)
         kept = {r["pair_id"] for r in rows}
         write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in sft_pool
                                                                          if p.id in kept]})

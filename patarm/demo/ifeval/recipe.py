@@ -13,7 +13,8 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
                      scored by the official scorer (`ifeval_official`: the four figures, as `patarm verify ifeval`)
     prep/pairs/      the policy's sampled responses to `pair_prompts` train prompts (taken from the end of the
                      train list, apart from the RL prompts) and `dev_pair_prompts` dev prompts, checked constraint
-                     by constraint; one pair per prompt (more constraints followed = chosen) (`pairs.py`)
+                     by constraint; one pair per prompt (more constraints followed = chosen; `pairs_per_prompt`
+                     for more) (`pairs.py`)
     prep/pointwise/  the checker-backed teacher's judgments of the first `sft_pairs` pairs (`teacher.py`) → sft/
     prep/rl/         the next `rl_pool` pairs, rejection-sampled with the SFT judge → grpo/ (GRPO-PAR) → export/
     eval/judge_pairs.json  the judge's accuracy on the dev pairs (prep/heldout/pairs.jsonl)
@@ -88,6 +89,9 @@ class IFEvalArguments(DownstreamArguments):
     dev_pair_prompts: int = field(default=100, metadata={"help": "dev prompts whose sampled responses make the "
                                                                  "reward models' held-out pairs"})
     pair_samples: int = field(default=4, metadata={"help": "policy responses sampled per pair prompt"})
+    pairs_per_prompt: int = field(default=1, metadata={
+        "help": "pairs per prompt (train and dev): 1 = its best against its worst response; more (0: all) adds the "
+                "other pairs of distinct samples that follow a different number of constraints, widest gap first"})
     sample_temperature: float = field(default=1.0, metadata={"help": "temperature of those samples"})
     sample_max_new_tokens: int = field(default=256, metadata={"help": "longest sampled response (tokens)"})
     sft_pairs: int = field(default=300, metadata={"help": "pairs whose teacher judgments make the judge's SFT "
@@ -122,6 +126,9 @@ class IFEvalArguments(DownstreamArguments):
                      "judge_max_new_tokens", "batch_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
+        if self.pairs_per_prompt < 0:
+            raise ValueError(f"--pairs_per_prompt must be >= 0 (0: every pair that differs), got "
+                             f"{self.pairs_per_prompt}")
         if self.policy_sft:
             raise ValueError("--policy_sft must be false in the ifeval recipe: the policy starts instruction-tuned")
         if not self.ifeval_file:
@@ -239,7 +246,13 @@ def stage_pairs(args: IFEvalArguments, out: Path, clock: Clock) -> tuple[list, l
     from patarm.demo.ifeval.pairs import label_pairs, sample_responses
 
     folder = out / "prep" / "pairs"
-    if not step_done(folder):
+    if step_done(folder):
+        made_with = read_json(folder / "manifest.json").get("pairs_per_prompt", 1)
+        if made_with != args.pairs_per_prompt:
+            raise ValueError(f"{folder}: these pairs were made with pairs_per_prompt {made_with}, this run asks for "
+                             f"{args.pairs_per_prompt}; use another --run_dir, or delete {folder} and the stages "
+                             "built on it (prep/pointwise, prep/rl, sft, grpo, export, bt, eval/judge_pairs*)")
+    else:
         started = time.time()
         train_rows = read_jsonl(out / "prompts" / "train.jsonl")
         rl_ids = {row.get("id") for row in read_jsonl(out / "task" / "rl.jsonl")}
@@ -251,7 +264,7 @@ def stage_pairs(args: IFEvalArguments, out: Path, clock: Clock) -> tuple[list, l
                                  out / "prep" / "samples" / "cache.sqlite", args.dtype, args.device)
         responses = {"train": drawn[:len(rows["train"])], "dev": drawn[len(rows["train"]):]}
         for split, chosen in rows.items():
-            made[split], records, manifests[split] = label_pairs(chosen, responses[split])
+            made[split], records, manifests[split] = label_pairs(chosen, responses[split], args.pairs_per_prompt)
             write_jsonl(records, out / "prep" / "samples" / f"{split}.jsonl")
         manifest = manifests["train"]
         manifest.extra.update(dev=manifests["dev"].to_dict(), prompts_also_rl=sum(r["id"] in rl_ids
