@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     ie.add_argument("--baseline", default=None, help="another responses file to the same prompts (e.g. the policy "
                     "before training): adds `change`, each figure's change from it with a paired standard error "
                     "and p-value (McNemar at prompt level)")
+    ie.add_argument("--by-instruction", action="store_true", help="add `by_instruction`: instruction-level accuracy "
+                    "per category (tier0) and per instruction id (tier1), as the official report breaks it down "
+                    "(with --baseline, `baseline_by_instruction` too)")
     return parser
 
 
@@ -113,8 +116,12 @@ def _run(args: argparse.Namespace) -> dict:
         from patarm.verify import ifeval
 
         result, results = ifeval.evaluate(args.input, args.responses, args.nltk_data)
+        if args.by_instruction:
+            result["by_instruction"] = ifeval.by_instruction(results)
         if args.baseline:
             _, base = ifeval.evaluate(args.input, args.baseline, args.nltk_data)
             result["change"] = ifeval.paired_change(base, results)
+            if args.by_instruction:
+                result["baseline_by_instruction"] = ifeval.by_instruction(base)
     return result
 

@@ -104,6 +104,21 @@ def summarize(results: list[PromptResult]) -> dict[str, float]:
     }
 
 
+def by_instruction(results: list[PromptResult]) -> dict[str, dict[str, dict[str, float]]]:
+    """Instruction-level accuracy per instruction kind, as the official report breaks it down: `tier0` by category
+    (`detectable_format`), `tier1` by instruction id (`detectable_format:title`); each {n, strict, loose} (percent),
+    most frequent first."""
+    tiers: dict[str, dict[str, list[int]]] = {"tier0": {}, "tier1": {}}
+    for r in results:
+        for iid, strict, loose in zip(r.instruction_ids, r.strict, r.loose):
+            for tier, name in (("tier0", iid.split(":")[0]), ("tier1", iid)):
+                n = tiers[tier].setdefault(name, [0, 0, 0])
+                n[0], n[1], n[2] = n[0] + 1, n[1] + strict, n[2] + loose
+    return {tier: {name: {"n": n, "strict": round(100.0 * k / n, 4), "loose": round(100.0 * m / n, 4)}
+                   for name, (n, k, m) in sorted(counts.items(), key=lambda kv: (-kv[1][0], kv[0]))}
+            for tier, counts in tiers.items()}
+
+
 MEASURES = (("prompt_strict", "prompt", "strict"), ("inst_strict", "instruction", "strict"),
             ("prompt_loose", "prompt", "loose"), ("inst_loose", "instruction", "loose"))
 

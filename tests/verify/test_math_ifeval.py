@@ -154,8 +154,19 @@ def test_ifeval_cli_baseline_adds_the_paired_change(bench, ifeval_rows, tmp_path
             fb.write(json.dumps({"prompt": row["prompt"], "response": ""}) + "\n")
             fa.write(json.dumps({"prompt": row["prompt"], "response": row["prompt"].lower() if i < 100 else ""}) + "\n")
     verify_main(["ifeval", "--input", str(bench / "ifeval" / "input_data.jsonl"), "--responses", str(better),
-                 "--baseline", str(base), "--nltk-data", str(bench / "nltk_data")])
+                 "--baseline", str(base), "--nltk-data", str(bench / "nltk_data"), "--by-instruction"])
     out = json.loads(capsys.readouterr().out)
     change = out["change"]["prompt_strict"]
     assert change["before"] == 0.0 and change["after"] == out["prompt_strict"] > 0 and change["down"] == 0
     assert change["change"] == pytest.approx(out["prompt_strict"]) and change["p"] < 0.05
+    # the official report's breakdown: every instruction counted once per tier, the totals match the overall figure
+    tiers, before = out["by_instruction"], out["baseline_by_instruction"]
+    ids = [i for row in ifeval_rows for i in row["instruction_id_list"]]
+    assert set(tiers["tier1"]) == set(ids) and sum(t["n"] for t in tiers["tier1"].values()) == len(ids)
+    assert sum(t["n"] for t in tiers["tier0"].values()) == len(ids) and list(tiers["tier0"])[0] == max(
+        {i.split(":")[0] for i in ids}, key=lambda c: sum(i.split(":")[0] == c for i in ids))  # most frequent first
+    followed = sum(t["n"] * t["strict"] / 100 for t in tiers["tier1"].values())
+    assert followed / len(ids) * 100 == pytest.approx(out["inst_strict"], abs=1e-3)
+    assert all(t["strict"] == 0.0 for t in before["tier1"].values())  # empty responses follow nothing ...
+    lowercase = tiers["tier1"]["change_case:english_lowercase"]  # ... and a lowercased prompt follows that one
+    assert lowercase["strict"] > 0 and lowercase["loose"] >= lowercase["strict"]
