@@ -240,7 +240,8 @@ def plot(report: dict, path: Path) -> None:
         ax.plot([s for s, _ in held], [v for _, v in held], "o-", color=colors.get(reward, "k"), label=reward)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("GRPO step")
-    ax.set_ylabel("held-out verified accuracy (sampled)")
+    sampled = any(h.get("sampled") for r in rewards for h in report["curves"][r]["heldout"])
+    ax.set_ylabel(f"held-out verified accuracy ({'sampled' if sampled else 'greedy'})")  # as _points reads it
     ax.set_title("held-out, by reward")
     ax.legend(fontsize=8)
     fig.tight_layout()
