@@ -74,7 +74,7 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
-              "ifeval_change": _ifeval_change(args, out), "ifeval_between": _ifeval_between(args, out),
+              **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out))),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
 
@@ -255,35 +255,28 @@ def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -
     return result
 
 
-def _ifeval_change(args: DownstreamArguments, out: Path) -> dict[str, dict]:
-    """Per reward, the end policy's official IFEval figures against the start's on the same prompts, paired
-    (`patarm.verify.ifeval.paired_change`); {} where either side's greedy responses are missing."""
-    start = out / "eval" / "start-ifeval-responses.jsonl"
-    ends = {r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}
-    if not start.is_file() or not any(f.is_file() for f in ends.values()):
-        return {}
-    from patarm.verify.ifeval import evaluate, paired_change
-
-    source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
-    base = evaluate(source, start)[1]
-    return {r: paired_change(base, evaluate(source, f)[1]) for r, f in ends.items() if f.is_file()}
-
-
 # arms compared with each other on the same prompts: (arm, against) — the paper's claim is the judge over a scalar RM
 ARM_COMPARISONS = (("judge", "bt"),)
 
 
-def _ifeval_between(args: DownstreamArguments, out: Path) -> dict[str, dict]:
-    """`"<arm> vs <against>"` → the arm's end policy's official IFEval figures against the other arm's end policy on
-    the same prompts, paired (`paired_change`, `before` = the other arm); only pairs of arms both measured."""
-    ends = {r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}
-    pairs = [(a, b) for a, b in ARM_COMPARISONS if a in ends and b in ends and ends[a].is_file() and ends[b].is_file()]
-    if not pairs:
-        return {}
+def _ifeval_paired(args: DownstreamArguments, out: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(change, between), each response file scored once by the official scorer and paired on the same prompts
+    (`patarm.verify.ifeval.paired_change`): per reward, its end policy against the start; per `ARM_COMPARISONS`
+    pair, `"<arm> vs <against>"`, the arm's end policy against the other's. {} where a side's responses are missing."""
+    files = {"start": out / "eval" / "start-ifeval-responses.jsonl",
+             **{r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}}
+    files = {name: f for name, f in files.items() if f.is_file()}
+    if len(files) < 2:
+        return {}, {}
     from patarm.verify.ifeval import evaluate, paired_change
 
     source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
-    return {f"{a} vs {b}": paired_change(evaluate(source, ends[b])[1], evaluate(source, ends[a])[1]) for a, b in pairs}
+    scored = {name: evaluate(source, f)[1] for name, f in files.items()}
+    change = ({r: paired_change(scored["start"], scored[r]) for r in args.rewards if r in scored}
+              if "start" in scored else {})
+    between = {f"{a} vs {b}": paired_change(scored[b], scored[a]) for a, b in ARM_COMPARISONS
+               if a in scored and b in scored}
+    return change, between
 
 
 def stage_reference(path: Path, items: list[dict], evaluator: Evaluator, args: DownstreamArguments,
