@@ -372,10 +372,13 @@ def test_a_cached_measurement_is_reused_only_under_its_own_settings(monkeypatch,
 
 
 @pytest.mark.parametrize("rewards, until, stages", [
-    (["rule"], "all", []),                          # the checkers' reward alone: no pairs, no judge
-    (["bt", "rule"], "all", ["pairs"]),             # BT trains on the pairs, no judge is trained
-    (["judge", "rule"], "all", ["pairs", "judge"]),
+    (["rule"], "all", ["start"]),                   # the checkers' reward alone: no pairs, no judge
+    (["bt", "rule"], "all", ["start", "pairs"]),    # BT trains on the pairs, no judge is trained
+    (["judge", "rule"], "all", ["start", "pairs", "judge"]),
+    (["rule"], "start", ["start"]),
+    (["rule"], "pairs", ["pairs"]),                 # the reward models' stages never measure the start policy
     (["rule"], "judge", ["pairs", "judge"]),        # asked to stop there: built as asked
+    (["rule"], "reward_models", ["pairs", "judge", "bt", "measured"]),  # both reward models, then their accuracy
 ])
 def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, tmp_path, monkeypatch):
     from patarm.demo.downstream import loop
@@ -383,11 +386,16 @@ def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, t
 
     ran: list[str] = []
     monkeypatch.setattr(recipe, "stage_prompts", lambda *a: {})
-    monkeypatch.setattr(recipe, "stage_start", lambda *a: {})
+    monkeypatch.setattr(recipe, "stage_start", lambda *a: ran.append("start") or {})
     monkeypatch.setattr(loop, "stage_task", lambda *a: None)
     monkeypatch.setattr(recipe, "stage_pairs", lambda *a: ran.append("pairs") or ([], []))
     monkeypatch.setattr(judge, "stage_judge", lambda *a: ran.append("judge") or {})
+    monkeypatch.setattr(loop, "stage_bt", lambda *a: ran.append("bt") or "bt-folder")
+    accuracy = {"judge": {"accuracy": 0.6, "pairs": 10}, "bt": {"accuracy": 0.5, "pairs": 10}}
+    monkeypatch.setattr(loop, "_reward_model_accuracy", lambda args, bt: ran.append("measured") or accuracy)
     monkeypatch.setattr(loop, "run", lambda args: ran.append("policies") or {})
-    recipe.run(recipe.parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--rewards", *rewards,
-                                  "--until", until]))
+    report = recipe.run(recipe.parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--rewards", *rewards,
+                                           "--until", until]))
     assert ran == stages + (["policies"] if until == "all" else [])
+    if until == "reward_models":
+        assert report["reward_models"] == accuracy

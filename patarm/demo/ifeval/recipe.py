@@ -1,7 +1,8 @@
 """The paper's downstream claim with a real policy: SmolLM2-135M-Instruct trained by GRPO on verifiable instruction
 prompts, rewarded by a PaTaRM judge, a Bradley-Terry model or the IFEval checkers, measured on the official IFEval.
 
-    patarm downstream --recipe ifeval [--config more.yaml] [--key value ...] [--until prompts|start|pairs|judge|all]
+    patarm downstream --recipe ifeval [--config more.yaml] [--key value ...]
+        [--until prompts|start|pairs|judge|reward_models|all]
 
 Stages into one run folder, each skipped when its output exists (a stopped run resumes):
 
@@ -24,7 +25,9 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
 
 `--judge_model RUN/export --bt_model RUN/bt` reuse another run's reward models (the judge stages are then skipped).
 Every size is a field below (the CPU default: `patarm/demo/configs/ifeval-recipe.yaml`, read first; the GPU
-sizes: `configs/downstream/ifeval-qwen3.yaml`). `--until` stops after a stage (e.g. `start`: only measure).
+sizes: `configs/downstream/ifeval-qwen3.yaml`). `--until` stops after a stage (e.g. `start`: only measure;
+`reward_models`: the judge and the BT model trained on the same pairs, both measured on the dev pairs). The stages
+that build reward models (`pairs`, `judge`, `reward_models`) do not measure the start policy: nothing there reads it.
 """
 
 from __future__ import annotations
@@ -40,7 +43,8 @@ from patarm.demo.kit import Clock, step_done, write_step
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
 
 DEFAULT_CONFIG = CONFIG_DIR / "ifeval-recipe.yaml"
-UNTIL = ("prompts", "start", "pairs", "judge", "all")
+UNTIL = ("prompts", "start", "pairs", "judge", "reward_models", "all")
+REWARD_MODEL_STAGES = ("pairs", "judge", "reward_models")  # they stop before the policy: its start is not measured
 logger = logging.getLogger("patarm.downstream")
 
 
@@ -178,12 +182,14 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
     if (early := stop("prompts", stage_prompts(args, out, clock), out / "prompts" / "manifest.json")) is not None:
         return early
     loop.stage_task(args, out)
-    if (early := stop("start", stage_start(args, out, clock), out / "eval" / "start.json")) is not None:
+    if args.until in REWARD_MODEL_STAGES:
+        logger.info("--until %s: the start policy is measured later, by the policy stages", args.until)
+    elif (early := stop("start", stage_start(args, out, clock), out / "eval" / "start.json")) is not None:
         return early
     # the pairs feed the judge and the BT model; a run with the checkers' reward alone (`--rewards rule`) needs
     # neither, unless it is asked to stop at them or to score with a reward model
     needs = set(args.rewards + args.score_with)
-    if needs <= {"rule"} and args.until not in ("pairs", "judge"):
+    if needs <= {"rule"} and args.until not in REWARD_MODEL_STAGES:
         logger.info("rewards %s: no pairs, judge or BT model needed; skipping those stages", sorted(needs))
         return loop.run(args)
     train, dev = stage_pairs(args, out, clock)
@@ -193,10 +199,17 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
 
     if args.judge_model:  # a judge from another run, reused as it is (with --bt_model, the BT model too)
         logger.info("judge: %s (given; not trained here)", args.judge_model)
-    elif "judge" not in needs and args.until != "judge":
+    elif "judge" not in needs and args.until not in ("judge", "reward_models"):
         logger.info("rewards %s: no PaTaRM judge needed; its stage is skipped", sorted(needs))
     elif (early := stop("judge", stage_judge(args, out, train, dev, clock), out / "eval" / "judge_pairs.json")):
         return early
+    if args.until == "reward_models":  # the BT model on the same pairs and base, both measured on the dev pairs
+        started = time.time()
+        bt = loop.stage_bt(args, out)
+        measured = loop._reward_model_accuracy(args, bt)
+        clock.done("BT reward model", started, "; ".join(f"{name} {m['accuracy']:.3f} on {m.get('pairs', '?')} dev "
+                                                         "pairs" for name, m in measured.items()))
+        return stop("reward_models", measured, out / "eval" / "bt_pairs.json")  # type: ignore[return-value]
     return loop.run(args)
 
 
