@@ -242,6 +242,21 @@ def test_report_files_and_tables(tmp_path, capsys):
                                         tmp_path / "between")["report_md"]).read_text()
     assert "| judge vs bt | prompt strict | 20.00 | 18.30 | -1.70 | -8.5 % | 1.50 | -1.13 | 0.32 | 28 / 37 |" in text
     assert "the reward rose; held out: prompt-level strict no clear change" in text and "| hacked" not in text
+    # the reward models on the same held-out pairs, paired: judge and BT each right alone on some
+    from patarm.demo.downstream.loop import reward_models_paired
+
+    measured = {"judge": {"accuracy": 0.6, "right": [1.0, 1.0, 1.0, 0.0, 0.0]},
+                "judge (SFT)": {"accuracy": 0.2, "right": [1.0, 0.0, 0.0, 0.0]},  # other pairs: not compared
+                "bt": {"accuracy": 0.4, "right": [0.0, 0.0, 1.0, 1.0, 0.0]}}
+    test = reward_models_paired(measured)
+    assert list(test) == ["judge vs bt"] and test["judge vs bt"]["difference"] == pytest.approx(0.2)
+    assert (test["judge vs bt"]["judge alone right"], test["judge vs bt"]["bt alone right"]) == (2, 1)
+    assert test["judge vs bt"]["p_value"] == pytest.approx(1.0)  # 2 against 1 of 3 discordant pairs
+    assert reward_models_paired({"judge": {"accuracy": 0.6}, "bt": measured["bt"]}) == {}  # no outcomes kept
+    (tmp_path / "rm").mkdir()
+    text = Path(write_downstream_report(report | {"reward_models": measured, "reward_models_paired": test},
+                                        tmp_path / "rm")["report_md"]).read_text()
+    assert "judge vs bt on the same 5 pairs +0.200 (judge alone right on 2, bt alone on 1, McNemar p 1)" in text
     # greedy only (IFEval's protocol): no sampled table, not an empty one
     (tmp_path / "greedy").mkdir()
     greedy = {"start": {"greedy": start["greedy"]}, "grpo-judge": {"greedy": {**start["greedy"], "verified": 1.0}}}

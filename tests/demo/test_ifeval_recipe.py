@@ -391,11 +391,15 @@ def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, t
     monkeypatch.setattr(recipe, "stage_pairs", lambda *a: ran.append("pairs") or ([], []))
     monkeypatch.setattr(judge, "stage_judge", lambda *a: ran.append("judge") or {})
     monkeypatch.setattr(loop, "stage_bt", lambda *a: ran.append("bt") or "bt-folder")
-    accuracy = {"judge": {"accuracy": 0.6, "pairs": 10}, "bt": {"accuracy": 0.5, "pairs": 10}}
+    accuracy = {"judge": {"accuracy": 0.5, "right": [1.0, 1.0, 0.0, 0.0]}, "bt": {"accuracy": 0.25,
+                                                                              "right": [0.0, 1.0, 0.0, 0.0]}}
     monkeypatch.setattr(loop, "_reward_model_accuracy", lambda args, bt: ran.append("measured") or accuracy)
     monkeypatch.setattr(loop, "run", lambda args: ran.append("policies") or {})
     report = recipe.run(recipe.parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--rewards", *rewards,
                                            "--until", until]))
     assert ran == stages + (["policies"] if until == "all" else [])
-    if until == "reward_models":
-        assert report["reward_models"] == accuracy
+    if until == "reward_models":  # both accuracies, and the two compared on the same pairs
+        paired = {"judge vs bt": {"difference": 0.25, "pairs": 4, "judge alone right": 1, "bt alone right": 0,
+                                  "p_value": 1.0}}
+        assert report["reward_models"] == {"accuracy": accuracy, "paired": paired}
+        assert json.loads((tmp_path / "eval" / "reward_models_paired.json").read_text()) == paired

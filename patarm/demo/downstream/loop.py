@@ -73,7 +73,8 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
                            for k, v in results.items()},
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
-              "reward_models": _reward_model_accuracy(args, bt), "rewards": list(args.rewards),
+              "reward_models": (measured := _reward_model_accuracy(args, bt)),
+              "reward_models_paired": reward_models_paired(measured), "rewards": list(args.rewards),
               **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out))),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
@@ -349,4 +350,23 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
     heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
     if bt and heldout.is_file() and heldout.stat().st_size:  # a run may have no held-out pair (e.g. tiny sizes)
         out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
+    return out
+
+
+def reward_models_paired(measured: dict[str, Any]) -> dict[str, Any]:
+    """Each learned reward model against BT on the same held-out pairs: the difference in accuracy, the pairs only
+    one of them gets right, and the exact McNemar p (a sign test on those pairs). {} unless both kept per-pair
+    outcomes of the same pairs."""
+    from patarm.eval.stats import sign_test
+
+    bt = measured.get("bt", {}).get("right")
+    out = {}
+    for name, result in measured.items():
+        right = result.get("right")
+        if name == "bt" or not bt or not right or len(right) != len(bt):
+            continue
+        test = sign_test(right, bt)
+        out[f"{name} vs bt"] = {"difference": (sum(right) - sum(bt)) / len(bt), "pairs": len(bt),
+                                f"{name} alone right": test["a_better"], "bt alone right": test["b_better"],
+                                "p_value": test["p_value"]}
     return out

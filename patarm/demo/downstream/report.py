@@ -257,6 +257,11 @@ def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
                                      paired=paired.get(r)) for r in report["rewards"]}
     rm = report.get("reward_models", {})
     rm_line = ", ".join(f"{k} {v['accuracy']:.3f}{_ci(v.get('accuracy_ci'))}" for k, v in rm.items()) or "not measured"
+    for name, test in report.get("reward_models_paired", {}).items():  # the same pairs: which model is better
+        model = name.split(" vs ")[0]
+        rm_line += (f"; {name} on the same {test['pairs']} pairs {test['difference']:+.3f} ({model} alone right on "
+                    f"{test[f'{model} alone right']}, bt alone on {test['bt alone right']}, McNemar p "
+                    f"{test['p_value']:.2g})")
     sampled = ("" if not report["args"].get("eval_samples") else  # IFEval's protocol: greedy only, no empty table
                f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
                f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")

@@ -97,9 +97,10 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
 
 
 def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
-    """The BT model's held-out pair accuracy: the chosen response's score strictly above the rejected one's."""
-    if cache.is_file():
-        return read_json(cache)
+    """The BT model's held-out pair accuracy: the chosen response's score strictly above the rejected one's (and each
+    pair's outcome, `right`, in file order)."""
+    if cache.is_file() and "right" in (cached := read_json(cache)):  # one written before `right` is measured again
+        return cached
     from patarm.data import load_pairs
     from patarm.demo.downstream.rewards import ScalarReward
     from patarm.eval.stats import mean_ci
@@ -110,6 +111,6 @@ def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
     rejected = scorer([p.prompt for p in pairs], [p.rejected for p in pairs])
     right = [float(c > r) for c, r in zip(chosen, rejected)]
     result = {"accuracy": sum(right) / len(pairs), "accuracy_ci": list(mean_ci(right)), "pairs": len(pairs),
-              "source": str(pairs_path)}
+              "source": str(pairs_path), "right": right}
     write_json(result, cache)
     return result

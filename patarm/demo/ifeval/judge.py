@@ -160,15 +160,16 @@ def _judge_grpo(args: IFEvalArguments, out: Path, pool: list, template: Any, clo
 def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, clock: Clock,
                    stage: str = "export") -> dict[str, Any]:
     """eval/judge_pairs.json: the exported judge's greedy scores of both sides of every dev pair; accuracy = the
-    chosen side scored strictly higher (a tie or an unreadable score is wrong), with its 95 % interval, and the
-    ties counted. `stage="sft"`: the SFT judge, into eval/judge_pairs_sft.json (what GRPO-PAR changed)."""
+    chosen side scored strictly higher (a tie or an unreadable score is wrong), with its 95 % interval, the ties
+    counted, and each pair's outcome (`right`). `stage="sft"`: the SFT judge, into eval/judge_pairs_sft.json (what
+    GRPO-PAR changed)."""
     from patarm.eval.stats import mean_ci
     from patarm.judge import parse_judgment
 
     name = "judge_pairs" if stage == "export" else f"judge_pairs_{stage}"
     path = out / "eval" / f"{name}.json"
-    if path.is_file():
-        return read_json(path)
+    if path.is_file() and "right" in (cached := read_json(path)):  # one written before `right`: its texts are cached
+        return cached
     if not dev:
         return {}
     started = time.time()
@@ -182,7 +183,8 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
     ties = sum(c is not None and c == r for c, r in zip(scores[::2], scores[1::2]))
     result = {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
               "ties": ties, "format_valid": sum(s is not None for s in scores) / len(scores),
-              "source": str(out / "prep" / "heldout"), "model": str(out / stage)}
+              "source": str(out / "prep" / "heldout"), "model": str(out / stage),
+              "right": right}  # per dev pair, in file order: what a paired comparison with BT reads
     write_json(result, path)
     clock.done(f"judge measured ({stage})", started, f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} "
                                                      f"pairs, {ties} ties")

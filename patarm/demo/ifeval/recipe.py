@@ -209,7 +209,13 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
         measured = loop._reward_model_accuracy(args, bt)
         clock.done("BT reward model", started, "; ".join(f"{name} {m['accuracy']:.3f} on {m.get('pairs', '?')} dev "
                                                          "pairs" for name, m in measured.items()))
-        return stop("reward_models", measured, out / "eval" / "bt_pairs.json")  # type: ignore[return-value]
+        paired = loop.reward_models_paired(measured)
+        for name, test in paired.items():
+            logger.info("%s on the same %d dev pairs: %+.3f (%d / %d pairs only one of them gets right, p %.3g)",
+                        name, test["pairs"], test["difference"], *list(test.values())[2:4], test["p_value"])
+        write_json(paired, out / "eval" / "reward_models_paired.json")
+        return stop("reward_models", {"accuracy": measured, "paired": paired},  # type: ignore[return-value]
+                    out / "eval" / "reward_models_paired.json")
     return loop.run(args)
 
 
