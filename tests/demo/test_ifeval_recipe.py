@@ -114,6 +114,18 @@ def test_teacher_cites_each_constraint_with_its_evidence_and_scores_the_share_fo
     assert ROW["prompt"] in rows[0]["messages"][0]["content"]  # the judge reads the constraints in the prompt
 
 
+def test_the_judges_constraint_lines_are_checked_against_the_checkers_beside_a_majority_guess():
+    from patarm.demo.ifeval.judge import constraint_verdicts
+
+    blue, comma = "The sea is blue.", "The sea, it is calm."  # checkers: pass pass / fail fail
+    texts = [judgment_text(ROW, blue),  # the teacher's own lines: both right
+             "<eval>\nno_comma :: 0 commas :: pass\nexistence :: pass\n</eval>",  # both wrong (comma fails both)
+             "<eval>\nno_comma :: fail\n</eval>\n<score>3</score>"]  # right; existence not stated
+    measured = constraint_verdicts([(ROW, blue), (ROW, comma), (ROW, comma)], texts)
+    assert measured == {"right": 3, "wrong": 2, "not_stated": 1, "constraints": 6,
+                        "majority_guess": 4}  # each id fails on 2 of its 3 responses
+
+
 def test_too_few_pairs_are_shared_between_sft_and_the_rl_pool_in_proportion(caplog):
     from patarm.demo.ifeval.judge import split_pool
 

@@ -181,12 +181,44 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
     scores = [parse_judgment(t, template).score for t in texts]
     right = [float(c is not None and r is not None and c > r) for c, r in zip(scores[::2], scores[1::2])]
     ties = sum(c is not None and c == r for c, r in zip(scores[::2], scores[1::2]))
+    responses = [(p.metadata["ifeval"], getattr(p, side)) for p in dev for side in ("chosen", "rejected")]
     result = {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
               "ties": ties, "format_valid": sum(s is not None for s in scores) / len(scores),
               "source": str(out / "prep" / "heldout"), "model": str(out / stage),
+              "constraint_verdicts": constraint_verdicts(responses, texts),
               "right": right}  # per dev pair, in file order: what a paired comparison with BT reads
     write_json(result, path)
-    clock.done(f"judge measured ({stage})", started, f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} "
-                                                     f"pairs, {ties} ties")
+    said = result["constraint_verdicts"]
+    clock.done(f"judge measured ({stage})", started,
+               f"dev-pair accuracy {result['accuracy']:.3f} on {len(right)} pairs, {ties} ties; constraint verdicts "
+               f"right {said['right']} of {said['constraints']} (a per-constraint majority guess: "
+               f"{said['majority_guess']})")
     return result
+
+
+def constraint_verdicts(responses: list[tuple[dict, str]], texts: list[str]) -> dict[str, Any]:
+    """The judge's per-constraint `pass` / `fail` lines against the checkers' verdicts on the same responses: right,
+    wrong, not stated (no line names the constraint, or its verdict is neither), out of every constraint of every
+    response; beside what always guessing each constraint id's more frequent verdict on these responses gets right
+    (a judge below it has learned a prior, not the checks). Lines read as the teacher writes them: `name :: ... ::
+    pass|fail`, the constraint's registry id without its group."""
+    from collections import Counter
+
+    from patarm.demo.ifeval.pairs import followed
+
+    counts, truth = Counter(), Counter()
+    for (row, response), text in zip(responses, texts):
+        stated = {}
+        for line in text.splitlines():
+            parts = [part.strip() for part in line.split("::")]
+            if len(parts) >= 2 and parts[-1] in ("pass", "fail"):
+                stated.setdefault(parts[0], parts[-1] == "pass")
+        for iid, ok in zip(row["instruction_id_list"], followed(row, response)):
+            said = stated.get(iid.split(":", 1)[1])
+            counts["not_stated" if said is None else "right" if said == ok else "wrong"] += 1
+            truth[(iid, ok)] += 1
+    ids = {iid for iid, _ in truth}
+    return {"right": counts["right"], "wrong": counts["wrong"], "not_stated": counts["not_stated"],
+            "constraints": sum(counts.values()),
+            "majority_guess": sum(max(truth[(iid, True)], truth[(iid, False)]) for iid in ids)}
 
