@@ -122,8 +122,11 @@ def test_the_judges_constraint_lines_are_checked_against_the_checkers_beside_a_m
              "<eval>\nno_comma :: 0 commas :: pass\nexistence :: pass\n</eval>",  # both wrong (comma fails both)
              "<eval>\nno_comma :: fail\n</eval>\n<score>3</score>"]  # right; existence not stated
     measured = constraint_verdicts([(ROW, blue), (ROW, comma), (ROW, comma)], texts)
+    by_id = measured.pop("by_id")
     assert measured == {"right": 3, "wrong": 2, "not_stated": 1, "constraints": 6,
                         "majority_guess": 4}  # each id fails on 2 of its 3 responses
+    assert by_id == {"keywords:existence": {"right": 1, "of": 3, "majority_guess": 2},
+                     "punctuation:no_comma": {"right": 2, "of": 3, "majority_guess": 2}}
 
 
 def test_too_few_pairs_are_shared_between_sft_and_the_rl_pool_in_proportion(caplog):

@@ -200,13 +200,14 @@ def constraint_verdicts(responses: list[tuple[dict, str]], texts: list[str]) -> 
     """The judge's per-constraint `pass` / `fail` lines against the checkers' verdicts on the same responses: right,
     wrong, not stated (no line names the constraint, or its verdict is neither), out of every constraint of every
     response; beside what always guessing each constraint id's more frequent verdict on these responses gets right
-    (a judge below it has learned a prior, not the checks). Lines read as the teacher writes them: `name :: ... ::
+    (a judge below it has learned a prior, not the checks); the same per constraint id (`by_id`). Lines read as
+    the teacher writes them: `name :: ... ::
     pass|fail`, the constraint's registry id without its group."""
     from collections import Counter
 
     from patarm.demo.ifeval.pairs import followed
 
-    counts, truth = Counter(), Counter()
+    counts, truth, by_id = Counter(), Counter(), {}
     for (row, response), text in zip(responses, texts):
         stated = {}
         for line in text.splitlines():
@@ -215,10 +216,16 @@ def constraint_verdicts(responses: list[tuple[dict, str]], texts: list[str]) -> 
                 stated.setdefault(parts[0], parts[-1] == "pass")
         for iid, ok in zip(row["instruction_id_list"], followed(row, response)):
             said = stated.get(iid.split(":", 1)[1])
-            counts["not_stated" if said is None else "right" if said == ok else "wrong"] += 1
+            outcome = "not_stated" if said is None else "right" if said == ok else "wrong"
+            counts[outcome] += 1
+            by_id.setdefault(iid, Counter())[outcome] += 1
             truth[(iid, ok)] += 1
-    ids = {iid for iid, _ in truth}
+
+    def guess(iid: str) -> int:
+        return max(truth[(iid, True)], truth[(iid, False)])
+
     return {"right": counts["right"], "wrong": counts["wrong"], "not_stated": counts["not_stated"],
-            "constraints": sum(counts.values()),
-            "majority_guess": sum(max(truth[(iid, True)], truth[(iid, False)]) for iid in ids)}
+            "constraints": sum(counts.values()), "majority_guess": sum(guess(iid) for iid in by_id),
+            "by_id": {iid: {"right": c["right"], "of": sum(c.values()), "majority_guess": guess(iid)}
+                      for iid, c in sorted(by_id.items())}}
 
