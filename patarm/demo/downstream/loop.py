@@ -339,9 +339,11 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
     report = Path(args.judge_run) / "report.json"
     measured = Path(args.run_dir) / "eval" / "judge_pairs.json"  # a recipe that trains its own judge writes it
     if measured.is_file():
-        out["judge"] = read_json(measured)
-        if measured.with_name("judge_pairs_sft.json").is_file():  # the same judge before its GRPO-PAR
-            out["judge (SFT)"] = read_json(measured.with_name("judge_pairs_sft.json"))
+        for name, file in (("judge", measured), ("judge (SFT)", measured.with_name("judge_pairs_sft.json"))):
+            if file.is_file():  # the SFT one: the same judge before its GRPO-PAR
+                out[name] = read_json(file)
+                if voting := out[name].pop("voting", None):  # its ties broken by k sampled judgments
+                    out[f"{name} vote@{voting['k']}"] = voting
     elif report.is_file():
         stages = read_json(report).get("stages", {})
         last = stages.get("grpo") or stages.get("sft")

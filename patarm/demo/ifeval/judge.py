@@ -169,6 +169,9 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
     name = "judge_pairs" if stage == "export" else f"judge_pairs_{stage}"
     path = out / "eval" / f"{name}.json"
     if path.is_file() and "right" in (cached := read_json(path)):  # one written before `right`: its texts are cached
+        if args.judge_vote_k and cached.get("voting", {}).get("k") != args.judge_vote_k:
+            cached["voting"] = _voted_accuracy(args, out, dev, template, stage, name)
+            write_json(cached, path)
         return cached
     if not dev:
         return {}
@@ -187,6 +190,8 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
               "source": str(out / "prep" / "heldout"), "model": str(out / stage),
               "constraint_verdicts": constraint_verdicts(responses, texts),
               "right": right}  # per dev pair, in file order: what a paired comparison with BT reads
+    if args.judge_vote_k:
+        result["voting"] = _voted_accuracy(args, out, dev, template, stage, name)
     write_json(result, path)
     said = result["constraint_verdicts"]
     clock.done(f"judge measured ({stage})", started,
@@ -194,6 +199,31 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
                f"right {said['right']} of {said['constraints']} (a per-constraint majority guess: "
                f"{said['majority_guess']})")
     return result
+
+
+def _voted_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, stage: str, name: str
+                    ) -> dict[str, Any]:
+    """voting@k on the dev pairs: each side's score is the mean of `judge_vote_k` sampled judgments
+    (`patarm.eval.voting.mean_score`; unreadable ones skipped), the chosen side right when strictly higher."""
+    from patarm.eval.stats import mean_ci
+    from patarm.eval.voting import mean_score
+    from patarm.judge import parse_judgment
+
+    k = args.judge_vote_k
+    started = time.time()
+    render = _renderer(args, str(out / stage))
+    backend = _judge_backend(args, str(out / stage), args.judge_vote_temperature,
+                             out / "eval" / f"{name}.vote.cache.sqlite")
+    prompts = [render(p, getattr(p, side), template) for p in dev for side in ("chosen", "rejected")]
+    drawn = backend.generate(prompts, k, seed=args.seed)
+    backend.cache.close()
+    means = [mean_score([parse_judgment(t, template).score for t in texts]) for texts in drawn]
+    right = [float(c is not None and r is not None and c > r) for c, r in zip(means[::2], means[1::2])]
+    ties = sum(c is not None and c == r for c, r in zip(means[::2], means[1::2]))
+    logger.info("judge (%s) on the dev pairs by voting@%d: accuracy %.3f, %d ties (%.0f s)", stage, k,
+                sum(right) / len(right), ties, time.time() - started)
+    return {"k": k, "temperature": args.judge_vote_temperature, "accuracy": sum(right) / len(right),
+            "accuracy_ci": list(mean_ci(right)), "pairs": len(right), "ties": ties, "right": right}
 
 
 def constraint_verdicts(responses: list[tuple[dict, str]], texts: list[str]) -> dict[str, Any]:

@@ -112,6 +112,10 @@ class IFEvalArguments(DownstreamArguments):
     judge_grpo_config: str = field(default=str(CONFIG_DIR / "ifeval-judge-grpo.yaml"), metadata=_input(
         "the `patarm grpo` (GRPO-PAR) config of the judge"))
     judge_grpo_steps: int = field(default=40, metadata={"help": "GRPO-PAR steps of the judge (0: SFT only)"})
+    judge_vote_k: int = field(default=0, metadata={
+        "help": "also measure the judge on the dev pairs by voting@k: each side's score the mean of k sampled "
+                "judgments (the paper's §5.4), which breaks the ties of its greedy scores; 0: greedy only"})
+    judge_vote_temperature: float = field(default=1.0, metadata={"help": "temperature of those judgments"})
     max_prompt_tokens: int = field(default=512, metadata={"help": "judge prompts are cut to this many tokens"})
     judge_max_new_tokens: int = field(default=96, metadata={"help": "judgment length limit"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generation batch (samples, judging)"})
@@ -130,6 +134,8 @@ class IFEvalArguments(DownstreamArguments):
                      "judge_max_new_tokens", "batch_size"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
+        if self.judge_vote_k < 0:
+            raise ValueError(f"--judge_vote_k must be >= 0 (0: greedy only), got {self.judge_vote_k}")
         if self.pairs_per_prompt < 0:
             raise ValueError(f"--pairs_per_prompt must be >= 0 (0: every pair that differs), got "
                              f"{self.pairs_per_prompt}")
