@@ -14,7 +14,7 @@ from patarm.demo.ifeval.teacher import ConstraintTeacher
 
 
 def test_more_pairs_per_prompt_take_every_pair_that_differs_widest_gap_first():
-    from patarm.demo.ifeval.judge import _distinct_rows
+    from patarm.demo.ifeval.judge import _distinct_rows, sft_rows_and_pairs
     from patarm.judge import load_template
     from patarm.prep.corpus import pointwise_corpus
 
@@ -37,6 +37,12 @@ def test_more_pairs_per_prompt_take_every_pair_that_differs_widest_gap_first():
     distinct = _distinct_rows(rows, corpus)
     assert len(rows) == 10 and len(distinct) == 4 and corpus.extra["duplicate_rows"] == 6
     assert corpus.extra["sft_rows"] == 4
+    # every pair past the margin filter is one the judge trained on (its BT pairs), repeats or not
+    rows, corpus = pointwise_corpus(every, ConstraintTeacher(), template, min_margin=0.0)
+    distinct, pairs = sft_rows_and_pairs(every, rows, corpus)
+    assert len(distinct) == 4 and [p.id for p in pairs] == [p.id for p in every]
+    rows, corpus = pointwise_corpus(every, ConstraintTeacher(), template, min_margin=5.0)  # 10 vs 1 only
+    assert [p.id for p in sft_rows_and_pairs(every, rows, corpus)[1]] == ["p0"]  # the filtered pairs are not
 
 
 def test_pairs_made_with_another_pairs_per_prompt_are_an_error_not_reused(tmp_path):

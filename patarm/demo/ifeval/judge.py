@@ -65,6 +65,13 @@ def split_pool(train: list, sft_pairs: int, rl_pool: int) -> tuple[list, list]:
     return train[:n_sft], train[n_sft:]
 
 
+def sft_rows_and_pairs(pool: list, rows: list[dict], manifest: Any) -> tuple[list[dict], list]:
+    """(the SFT rows less repeats, the pairs whose judgments made the corpus): every pair past the margin filter
+    is the judge's, so the BT model trains on it, though its two rows may repeat rows of other pairs."""
+    kept = {r["pair_id"] for r in rows}
+    return _distinct_rows(rows, manifest), [p for p in pool if p.id in kept]
+
+
 def _distinct_rows(rows: list[dict], manifest: Any) -> list[dict]:
     """The SFT rows less exact repeats (a response in several pairs of its prompt, `pairs_per_prompt` > 1, gets the
     same judge prompt and the same teacher judgment each time): counted as `duplicate_rows`."""
@@ -99,10 +106,8 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
             raise ValueError(f"the judge's SFT corpus is empty: no pair of {len(sft_pool)} has a teacher margin > "
                              f"{args.sft_min_margin} ({dict(manifest.dropped)}): raise pair_prompts or lower "
                              "sft_min_margin")
-        rows = _distinct_rows(rows, manifest)
-        kept = {r["pair_id"] for r in rows}
-        write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in sft_pool
-                                                                         if p.id in kept]})
+        rows, pairs = sft_rows_and_pairs(sft_pool, rows, manifest)
+        write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs]})
         clock.done("judge SFT corpus", started, f"{len(rows)} rows from {len(sft_pool)} pairs")
     if not trained(out / "sft"):
         started = time.time()
