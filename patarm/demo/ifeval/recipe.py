@@ -18,8 +18,11 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
                      for more) (`pairs.py`)
     prep/pointwise/  the checker-backed teacher's judgments of the first `sft_pairs` pairs (`teacher.py`) → sft/
     prep/rl/         the next `rl_pool` pairs, rejection-sampled with the SFT judge → grpo/ (GRPO-PAR) → export/
-    eval/judge_pairs.json  the judge's accuracy on the dev pairs (prep/heldout/pairs.jsonl)
+    eval/judge_pairs.json  the judge's accuracy on the dev pairs (prep/heldout/pairs.jsonl), each pair's outcome, its
+                     constraint lines against the checkers; voting@k with `judge_vote_k` (`judge_pairs_sft.json`:
+                     the SFT judge)
     prep/bt/pairs.jsonl    every pair the judge trained on, which the BT model trains on (same base model)
+    eval/reward_models_paired.json  (`--until reward_models`) each judge against BT on the same dev pairs (McNemar)
     then the downstream loop (`patarm.demo.downstream.loop`): bt/, grpo-<reward>/ per reward (plain TRL
     GRPOTrainer; IFEval every `eval_every` steps), report.md, report.json, downstream_curves.png
 
