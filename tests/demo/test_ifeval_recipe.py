@@ -335,7 +335,9 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
     assert (set(report["reward_models"]) == {"judge", "judge (SFT)", "bt"}) == (pairs["dev"]["rows_out"] > 0)
     if pairs["dev"]["rows_out"]:
         sft = json.loads((run / "eval" / "judge_pairs_sft.json").read_text())
-        assert sft["model"] == str(run / "sft") and 0 <= sft["ties"] <= sft["pairs"] == pairs["dev"]["rows_out"]
+        assert sft["model"] == str(run / "sft") and 0 <= sft["ties"] <= sft["pairs"] == pairs["dev"]["pairs"]
+        assert len(sft["right"]) == sft["pairs"] and sft["constraint_verdicts"]["constraints"] >= 2 * sft["pairs"]
+        assert set(report["reward_models_paired"]) == {"judge vs bt", "judge (SFT) vs bt"}  # on the same pairs
     assert "listening on http://127.0.0.1:" in (run / "serve.log").read_text()  # the judge was served over HTTP
     prompts = json.loads((run / "prompts" / "manifest.json").read_text())
     assert prompts["rows_out"] == 40 and prompts["train"] + prompts["dev"] == 40
