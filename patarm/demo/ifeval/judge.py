@@ -187,8 +187,7 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
     texts = [t[0] for t in backend.generate(prompts, 1)]
     backend.cache.close()
     scores = [parse_judgment(t, template).score for t in texts]
-    right = [float(c is not None and r is not None and c > r) for c, r in zip(scores[::2], scores[1::2])]
-    ties = sum(c is not None and c == r for c, r in zip(scores[::2], scores[1::2]))
+    right, ties = pair_outcomes(scores)
     responses = [(p.metadata["ifeval"], getattr(p, side)) for p in dev for side in ("chosen", "rejected")]
     result = {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
               "ties": ties, "format_valid": sum(s is not None for s in scores) / len(scores),
@@ -204,6 +203,14 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
                f"right {said['right']} of {said['constraints']} (a per-constraint majority guess: "
                f"{said['majority_guess']})")
     return result
+
+
+def pair_outcomes(scores: list) -> tuple[list[float], int]:
+    """(per pair: 1.0 when the chosen side's score is strictly above the rejected one's, else 0.0; the ties) from
+    scores in the order chosen, rejected, chosen, ...; an unreadable score (None) is wrong, never a tie."""
+    chosen, rejected = scores[::2], scores[1::2]
+    return ([float(c is not None and r is not None and c > r) for c, r in zip(chosen, rejected)],
+            sum(c is not None and c == r for c, r in zip(chosen, rejected)))
 
 
 def _voted_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, stage: str, name: str
@@ -223,8 +230,7 @@ def _voted_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, 
     drawn = backend.generate(prompts, k, seed=args.seed)
     backend.cache.close()
     means = [mean_score([parse_judgment(t, template).score for t in texts]) for texts in drawn]
-    right = [float(c is not None and r is not None and c > r) for c, r in zip(means[::2], means[1::2])]
-    ties = sum(c is not None and c == r for c, r in zip(means[::2], means[1::2]))
+    right, ties = pair_outcomes(means)
     logger.info("judge (%s) on the dev pairs by voting@%d: accuracy %.3f, %d ties (%.0f s)", stage, k,
                 sum(right) / len(right), ties, time.time() - started)
     return {"k": k, "temperature": args.judge_vote_temperature, "accuracy": sum(right) / len(right),
@@ -236,8 +242,7 @@ def constraint_verdicts(responses: list[tuple[dict, str]], texts: list[str]) -> 
     wrong, not stated (no line names the constraint, or its verdict is neither), out of every constraint of every
     response; beside what always guessing each constraint id's more frequent verdict on these responses gets right
     (a judge below it has learned a prior, not the checks); the same per constraint id (`by_id`). Lines read as
-    the teacher writes them: `name :: ... ::
-    pass|fail`, the constraint's registry id without its group."""
+    the teacher writes them: `name :: ... :: pass|fail`, the constraint's registry id without its group."""
     from collections import Counter
 
     from patarm.demo.ifeval.pairs import followed
