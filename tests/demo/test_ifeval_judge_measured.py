@@ -51,15 +51,17 @@ def test_voting_breaks_the_judges_greedy_ties_on_the_dev_pairs_and_is_added_to_a
     monkeypatch.setattr(judge, "_renderer", lambda args, model: lambda pair, response, template: response)
     monkeypatch.setattr(judge, "_judge_backend", lambda args, model, temperature, cache: Backend(temperature))
     template, clock = load_template("pointwise-compact", rubric_mode="primary"), judge.Clock()
-    plain = parse_args(["--run_dir", str(tmp_path), "--nltk_data", ""])
+    plain = parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--judge_readout", "false"])
     measured = judge.judge_accuracy(plain, tmp_path, pairs, template, clock)
     assert (measured["accuracy"], measured["ties"], "voting" in measured) == (0.0, 2, False)
-    voted = parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--judge_vote_k", "3"])
+    voted = parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--judge_vote_k", "3",
+                        "--judge_readout", "false"])
     measured = judge.judge_accuracy(voted, tmp_path, pairs, template, clock)  # the greedy one cached, voting added
     assert measured["voting"] | {"accuracy_ci": None} == {
         "k": 3, "temperature": 1.0, "accuracy": 1.0, "accuracy_ci": None, "pairs": 2, "ties": 0, "right": [1.0, 1.0]}
     assert json.loads((tmp_path / "eval" / "judge_pairs.json").read_text())["voting"]["k"] == 3
-    two = judge.judge_accuracy(parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--judge_vote_k", "1"]),
+    two = judge.judge_accuracy(parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--judge_vote_k", "1",
+                                           "--judge_readout", "false"]),
                                tmp_path, pairs, template, clock)  # voting@1: one sample each, 7 against 7
     assert (two["voting"]["k"], two["voting"]["accuracy"], two["voting"]["ties"]) == (1, 0.0, 2)
     assert set(_reward_model_accuracy(voted, None)) == {"judge", "judge vote@1"}  # the report lists both

@@ -344,6 +344,8 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
                 out[name] = read_json(file)
                 if voting := out[name].pop("voting", None):  # its ties broken by k sampled judgments
                     out[f"{name} vote@{voting['k']}"] = voting
+                if readout := out[name].pop("readout", None):  # by its P(pass) per constraint line
+                    out[f"{name} P(pass)"] = readout
     elif report.is_file():
         stages = read_json(report).get("stages", {})
         last = stages.get("grpo") or stages.get("sft")

@@ -30,9 +30,10 @@ from typing import Any
 
 from patarm.demo.gsm8k.consistency import _STEPS, stated
 from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
+from patarm.eval import readout
 
 MARK = "correct ::"
-WORDS = (" pass", " fail")
+WORDS = readout.VERDICT_WORDS
 
 
 def _prefix(text: str) -> str | None:
@@ -42,65 +43,22 @@ def _prefix(text: str) -> str | None:
 
 def word_ids(tokenizer: Any) -> tuple[int, int]:
     """The first token of " pass" and of " fail"; they must differ to tell the verdicts apart."""
-    ids = tuple(tokenizer(w, add_special_tokens=False).input_ids[0] for w in WORDS)
-    if ids[0] == ids[1]:
-        raise ValueError(f"the tokenizer starts {WORDS} with the same token {ids[0]}: the verdict probability "
-                         "cannot be read at one position")
-    return ids  # type: ignore[return-value]
+    return readout.word_ids(tokenizer, WORDS)
 
 
-def verdict_logits(model: Any, enc: Any, ids: tuple[int, int]) -> Any:
-    """The logits of the two verdict words at each row's last position, the LM head's product taken in fp32.
-
-    A bf16 judge's own logits carry 8 bits of mantissa: at the magnitudes of a trained judge (~20) they step by
-    0.125, so P(pass) takes a few dozen values and ties candidates that the judge's hidden state tells apart. The
-    head's input is caught by a hook and multiplied by the two words' rows in fp32; the model's own logits (the LM
-    head at the last position only) check that nothing comes after the head (a softcap, a scale): a mismatch beyond
-    the model's rounding is an error rather than a silent change of what is read."""
-    import torch
-
-    head, cols = model.get_output_embeddings(), list(ids)
-    seen: dict[str, Any] = {}
-    hook = head.register_forward_hook(lambda _m, args, _out: seen.__setitem__("x", args[0]))
-    try:
-        own = model(**enc, logits_to_keep=1).logits[:, -1][:, cols].float()
-    finally:
-        hook.remove()
-    if "x" not in seen:
-        raise ValueError(f"{type(model).__name__} did not call its output embeddings ({type(head).__name__}) in "
-                         "forward: its verdict logits cannot be read from the LM head's input")
-    exact = seen["x"][:, -1].float() @ head.weight[cols].float().T
-    if getattr(head, "bias", None) is not None:
-        exact = exact + head.bias[cols].float()
-    if not torch.allclose(exact, own, rtol=1 / 64, atol=0.05):
-        raise ValueError(f"the judge's logits are not its LM head's product (largest gap "
-                         f"{(exact - own).abs().max().item():.3g}): this model transforms them after the head, "
-                         "which verdict_logits does not reproduce; read its verdict from model(...).logits instead")
-    return exact
+verdict_logits = readout.word_logits  # the two words' logits in fp32 at each row's last position
 
 
 def verdict_probabilities(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], texts: Sequence[str],
                           batch_size: int = 16) -> list[float | None]:
     """P(pass) / (P(pass) + P(fail)) at each judgment's own `correct ::` (None when it states none)."""
-    import torch
-
-    pass_id, fail_id = word_ids(tokenizer)
+    word_ids(tokenizer)  # before any work: a tokenizer that cannot tell the two words apart
     inputs = [(k, tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) + head)
               for k, (p, t) in enumerate(zip(prompts, texts, strict=True)) if (head := _prefix(t)) is not None]
     out: list[float | None] = [None] * len(texts)
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"  # the last position of every row is its `correct ::`
-    try:
-        for start in range(0, len(inputs), batch_size):
-            chunk = inputs[start:start + batch_size]
-            enc = tokenizer([s for _, s in chunk], add_special_tokens=False, padding=True,
-                            return_tensors="pt").to(model.device)
-            with torch.inference_mode():
-                two = verdict_logits(model, enc, (pass_id, fail_id)).softmax(-1)[:, 0]
-            for (k, _), p in zip(chunk, two.tolist(), strict=True):
-                out[k] = p
-    finally:
-        tokenizer.padding_side = side
+    probs = readout.next_word_probabilities(model, tokenizer, [s for _, s in inputs], WORDS, batch_size)
+    for (k, _), p in zip(inputs, probs, strict=True):
+        out[k] = p
     return out
 
 

@@ -174,18 +174,18 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
     name = "judge_pairs" if stage == "export" else f"judge_pairs_{stage}"
     path = out / "eval" / f"{name}.json"
     if path.is_file() and "right" in (cached := read_json(path)):  # one written before `right`: its texts are cached
+        added = False
         if args.judge_vote_k and cached.get("voting", {}).get("k") != args.judge_vote_k:
-            cached["voting"] = _voted_accuracy(args, out, dev, template, stage, name)
+            cached["voting"], added = _voted_accuracy(args, out, dev, template, stage, name), True
+        if args.judge_readout and "readout" not in cached:
+            cached["readout"], added = _readout_accuracy(args, out, dev, template, stage, name), True
+        if added:
             write_json(cached, path)
         return cached
     if not dev:
         return {}
     started = time.time()
-    render = _renderer(args, str(out / stage))
-    backend = _judge_backend(args, str(out / stage), 0.0, out / "eval" / f"{name}.cache.sqlite")
-    prompts = [render(p, getattr(p, side), template) for p in dev for side in ("chosen", "rejected")]
-    texts = [t[0] for t in backend.generate(prompts, 1)]
-    backend.cache.close()
+    prompts, texts = _greedy_judgments(args, out, dev, template, stage, name)
     scores = [parse_judgment(t, template).score for t in texts]
     right, ties = pair_outcomes(scores)
     responses = [(p.metadata["ifeval"], getattr(p, side)) for p in dev for side in ("chosen", "rejected")]
@@ -196,6 +196,8 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
               "right": right}  # per dev pair, in file order: what a paired comparison with BT reads
     if args.judge_vote_k:
         result["voting"] = _voted_accuracy(args, out, dev, template, stage, name)
+    if args.judge_readout:
+        result["readout"] = _readout_accuracy(args, out, dev, template, stage, name)
     write_json(result, path)
     said = result["constraint_verdicts"]
     clock.done(f"judge measured ({stage})", started,
@@ -203,6 +205,45 @@ def judge_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, c
                f"right {said['right']} of {said['constraints']} (a per-constraint majority guess: "
                f"{said['majority_guess']})")
     return result
+
+
+def _greedy_judgments(args: IFEvalArguments, out: Path, dev: list, template: Any, stage: str, name: str
+                      ) -> tuple[list, list[str]]:
+    """(the judge prompts of both sides of every dev pair, in the order chosen, rejected, ...; the judge's greedy
+    judgments of them), the judgments from the stage's cache when they were made before."""
+    render = _renderer(args, str(out / stage))
+    backend = _judge_backend(args, str(out / stage), 0.0, out / "eval" / f"{name}.cache.sqlite")
+    prompts = [render(p, getattr(p, side), template) for p in dev for side in ("chosen", "rejected")]
+    texts = [t[0] for t in backend.generate(prompts, 1)]
+    backend.cache.close()
+    return prompts, texts
+
+
+def _readout_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any, stage: str, name: str
+                      ) -> dict[str, Any]:
+    """The dev pairs ranked by the judge's expected score (`readout.expected_score`: its P(pass) at each of its
+    own greedy constraint lines), the chosen side right when strictly higher; and how well P(pass) separates
+    followed from not followed constraints (`readout.belief_auc`)."""
+    from patarm.demo.ifeval.readout import belief_auc, constraint_beliefs, expected_score
+    from patarm.eval.stats import mean_ci
+    from patarm.models import load_causal_lm
+
+    started = time.time()
+    prompts, texts = _greedy_judgments(args, out, dev, template, stage, name)
+    model, tokenizer = load_causal_lm(str(out / stage), dtype=args.dtype,
+                                      **({} if args.device == "cpu" else {"device_map": args.device}))
+    model.eval()
+    beliefs = constraint_beliefs(model, tokenizer, prompts, texts, args.batch_size)
+    responses = [(p.metadata["ifeval"], getattr(p, side)) for p in dev for side in ("chosen", "rejected")]
+    scores = [expected_score(row, b) for (row, _), b in zip(responses, beliefs)]
+    right, ties = pair_outcomes(scores)
+    separation = belief_auc(responses, beliefs)
+    logger.info("judge (%s) on the dev pairs by its P(pass) per constraint line: accuracy %.3f, %d ties; P(pass) "
+                "AUC against the checkers %s over %d lines (%.0f s)", stage, sum(right) / len(right), ties,
+                "n/a" if separation["auc"] is None else f"{separation['auc']:.3f}", separation["lines"],
+                time.time() - started)
+    return {"accuracy": sum(right) / len(right), "accuracy_ci": list(mean_ci(right)), "pairs": len(right),
+            "ties": ties, "unreadable": sum(s is None for s in scores), "p_pass": separation, "right": right}
 
 
 def pair_outcomes(scores: list) -> tuple[list[float], int]:

@@ -19,8 +19,8 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
     prep/pointwise/  the checker-backed teacher's judgments of the first `sft_pairs` pairs (`teacher.py`) → sft/
     prep/rl/         the next `rl_pool` pairs, rejection-sampled with the SFT judge → grpo/ (GRPO-PAR) → export/
     eval/judge_pairs.json  the judge's accuracy on the dev pairs (prep/heldout/pairs.jsonl), each pair's outcome, its
-                     constraint lines against the checkers; voting@k with `judge_vote_k` (`judge_pairs_sft.json`:
-                     the SFT judge)
+                     constraint lines against the checkers; by its P(pass) per line (`judge_readout`); voting@k with
+                     `judge_vote_k` (`judge_pairs_sft.json`: the SFT judge)
     prep/bt/pairs.jsonl    every pair the judge trained on, which the BT model trains on (same base model)
     eval/reward_models_paired.json  (`--until reward_models`) each judge against BT on the same dev pairs (McNemar)
     then the downstream loop (`patarm.demo.downstream.loop`): bt/, grpo-<reward>/ per reward (plain TRL
@@ -119,6 +119,9 @@ class IFEvalArguments(DownstreamArguments):
         "help": "also measure the judge on the dev pairs by voting@k: each side's score the mean of k sampled "
                 "judgments (the paper's §5.4), which breaks the ties of its greedy scores; 0: greedy only"})
     judge_vote_temperature: float = field(default=1.0, metadata={"help": "temperature of those judgments"})
+    judge_readout: bool = field(default=True, metadata={
+        "help": "also rank the dev pairs by the judge's P(pass) at each of its greedy constraint lines (the expected "
+                "score, no sampling: one forward pass a line; `patarm.demo.ifeval.readout`)"})
     max_prompt_tokens: int = field(default=512, metadata={"help": "judge prompts are cut to this many tokens"})
     judge_max_new_tokens: int = field(default=96, metadata={"help": "judgment length limit"})
     batch_size: int = field(default=16, metadata={"help": "prompts per generation batch (samples, judging)"})
