@@ -100,11 +100,22 @@ def test_the_recipe_ranks_the_dev_pairs_by_the_belief_and_adds_it_to_a_cached_me
     monkeypatch.setattr(judge, "_renderer", lambda args, model: lambda pair, response, template: response)
     monkeypatch.setattr(judge, "_judge_backend", lambda *a: Backend())
     monkeypatch.setattr(readout, "constraint_beliefs", fake_beliefs)
-    monkeypatch.setattr("patarm.models.load_causal_lm", lambda *a, **k: (type("M", (), {"eval": lambda s: s})(), None))
+    class Tok:  # the two verdict words start with different tokens (or, `same`, with one)
+        same = False
+
+        def __call__(self, text, add_special_tokens=False):
+            return type("E", (), {"input_ids": [7 if self.same or "pass" in text else 8]})()
+
+    tok = Tok()
+    monkeypatch.setattr("patarm.models.load_causal_lm", lambda *a, **k: (type("M", (), {"eval": lambda s: s})(), tok))
     template, clock = load_template("pointwise-compact", rubric_mode="primary"), judge.Clock()
     base = ["--run_dir", str(tmp_path), "--nltk_data", ""]
     measured = judge.judge_accuracy(parse_args(base + ["--judge_readout", "false"]), tmp_path, pairs, template, clock)
     assert (measured["accuracy"], measured["ties"], "readout" in measured, calls) == (0.0, 2, False, [])
+    tok.same = True  # a tokenizer that cannot tell the words apart: the error names the model and the way out
+    with pytest.raises(ValueError, match="export: the tokenizer starts .*--judge_readout false"):
+        judge.judge_accuracy(parse_args(base), tmp_path, pairs, template, clock)
+    tok.same = False
     measured = judge.judge_accuracy(parse_args(base), tmp_path, pairs, template, clock)  # cached; the belief added
     read = measured["readout"]
     assert (read["accuracy"], read["ties"], read["unreadable"], read["right"], calls) == (1.0, 0, 0, [1.0, 1.0], [4])

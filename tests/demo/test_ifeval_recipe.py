@@ -277,12 +277,14 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
     assert pairs["rows_in"] + pairs["dev"]["rows_in"] == 40 == pairs["rows_out"] + sum(pairs["dropped"].values()) + (
         pairs["dev"]["rows_out"] + sum(pairs["dev"]["dropped"].values()))
     # both reward models (and the judge before its GRPO-PAR) measured on the dev pairs, when the samples gave any
-    assert (set(report["reward_models"]) == {"judge", "judge (SFT)", "bt"}) == (pairs["dev"]["rows_out"] > 0)
+    judges = {"judge", "judge (SFT)", "judge P(pass)", "judge (SFT) P(pass)"}  # P(pass): its constraint lines' belief
+    assert (set(report["reward_models"]) == judges | {"bt"}) == (pairs["dev"]["rows_out"] > 0)
     if pairs["dev"]["rows_out"]:
         sft = json.loads((run / "eval" / "judge_pairs_sft.json").read_text())
         assert sft["model"] == str(run / "sft") and 0 <= sft["ties"] <= sft["pairs"] == pairs["dev"]["pairs"]
         assert len(sft["right"]) == sft["pairs"] and sft["constraint_verdicts"]["constraints"] >= 2 * sft["pairs"]
-        assert set(report["reward_models_paired"]) == {"judge vs bt", "judge (SFT) vs bt"}  # on the same pairs
+        assert set(report["reward_models_paired"]) == {f"{j} vs bt" for j in judges}  # on the same pairs
+        assert len(sft["readout"]["right"]) == sft["pairs"] and sft["readout"]["p_pass"]["lines"] > 0
     assert "listening on http://127.0.0.1:" in (run / "serve.log").read_text()  # the judge was served over HTTP
     prompts = json.loads((run / "prompts" / "manifest.json").read_text())
     assert prompts["rows_out"] == 40 and prompts["train"] + prompts["dev"] == 40

@@ -225,6 +225,7 @@ def _readout_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any
     own greedy constraint lines), the chosen side right when strictly higher; and how well P(pass) separates
     followed from not followed constraints (`readout.belief_auc`)."""
     from patarm.demo.ifeval.readout import belief_auc, constraint_beliefs, expected_score
+    from patarm.eval.readout import word_ids
     from patarm.eval.stats import mean_ci
     from patarm.models import load_causal_lm
 
@@ -233,6 +234,10 @@ def _readout_accuracy(args: IFEvalArguments, out: Path, dev: list, template: Any
     model, tokenizer = load_causal_lm(str(out / stage), dtype=args.dtype,
                                       **({} if args.device == "cpu" else {"device_map": args.device}))
     model.eval()
+    try:
+        word_ids(tokenizer)
+    except ValueError as err:
+        raise ValueError(f"{out / stage}: {err}; or measure without it (--judge_readout false)") from None
     beliefs = constraint_beliefs(model, tokenizer, prompts, texts, args.batch_size)
     responses = [(p.metadata["ifeval"], getattr(p, side)) for p in dev for side in ("chosen", "rejected")]
     scores = [expected_score(row, b) for (row, _), b in zip(responses, beliefs)]
