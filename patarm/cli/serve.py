@@ -3,7 +3,7 @@
     patarm serve [--model {run_dir}/export] [--backend hf|vllm] [--host 127.0.0.1] [--port 8000]
                  [--token_env VAR | --token_file F] [--max_batch 32] [--max_wait_ms 10] [--max_queue 1024]
                  [--max_body_bytes 4194304] [--timeout_s 300] [--head_timeout_s 10] [--max_head_bytes 65536]
-                 [--max_connections 1024] [--dtype auto|float32|bfloat16|float16]
+                 [--max_connections 1024] [--dtype auto|float32|bfloat16|float16] [--score_readout score|verdict-lines]
 
 Endpoints: POST /v1/judge, POST /get_reward (OpenRLHF), POST /v1/chat/completions, GET /health,
 GET /metrics. It listens on loopback unless --host says otherwise; with a token every route but
@@ -63,6 +63,11 @@ class ServeArguments(RunArguments):
         "help": "the judge's weights dtype with --backend hf (default: as saved); auto: bfloat16 where the device "
                 "computes in it natively (a CPU with AMX/AVX512-BF16, a bf16 GPU), else float32",
         "choices": ["auto", "float32", "bfloat16", "float16"]})
+    score_readout: str = field(default="score", metadata={
+        "help": "how a judgment becomes its score: `score`, the number it writes (the paper's); `verdict-lines`, "
+                "the judge's belief in its own `name :: ... :: pass|fail` lines: lo + (hi - lo) x the mean P(pass) "
+                "over them, read after its own text (one forward pass a line; --backend hf; a judgment without such "
+                "lines keeps its written score)", "choices": ["score", "verdict-lines"]})
     log_level: str = field(default="info", metadata={"help": "uvicorn's log level",
                                                      "choices": ["critical", "error", "warning", "info", "debug"]})
 
@@ -78,6 +83,8 @@ class ServeArguments(RunArguments):
             raise ValueError(f"--max_wait_ms must be >= 0, got {self.max_wait_ms:g}")
         if self.token_env and self.token_file:
             raise ValueError("give --token_env or --token_file, not both")
+        if self.score_readout != "score" and self.backend != "hf":
+            raise ValueError(f"--score_readout {self.score_readout} reads the judge's logits: it needs --backend hf")
         if self.dtype and self.backend != "hf":
             raise ValueError(f"--dtype applies to --backend hf; vLLM picks its own (got --backend {self.backend})")
 
@@ -126,7 +133,8 @@ def main(command: str, argv: list[str]) -> None:
         scorer = load_scorer(args.model, args.backend, max_new_tokens=values["max_new_tokens"],
                              temperature=values["temperature"], batch_size=args.max_batch, template=values["template"],
                              rubric_mode=values["rubric_mode"], enable_thinking=values["enable_thinking"],
-                             max_prompt_tokens=values["max_prompt_tokens"], dtype=args.dtype)
+                             max_prompt_tokens=values["max_prompt_tokens"], dtype=args.dtype,
+                             readout=args.score_readout)
     except BaseException:
         sock.close()
         raise

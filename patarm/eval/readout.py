@@ -72,3 +72,32 @@ def next_word_probabilities(model: Any, tokenizer: Any, texts: Sequence[str], wo
     finally:
         tokenizer.padding_side = side
     return out
+
+
+def verdict_points(text: str, words: Sequence[str] = VERDICT_WORDS) -> list[tuple[str, int]]:
+    """(the line's name, the offset just after its last `::`) for each line `name :: ... :: pass|fail` of a
+    judgment (the words stripped), the first line per name."""
+    verdicts = {w.strip() for w in words}
+    out, seen, pos = [], set(), 0
+    for line in text.splitlines(keepends=True):
+        parts = [part.strip() for part in line.split("::")]
+        if len(parts) >= 2 and parts[-1] in verdicts and parts[0] not in seen:
+            seen.add(parts[0])
+            out.append((parts[0], pos + line.rfind("::") + 2))
+        pos += len(line)
+    return out
+
+
+def line_beliefs(model: Any, tokenizer: Any, heads: Sequence[str], texts: Sequence[str],
+                 words: Sequence[str] = VERDICT_WORDS, batch_size: int = 16) -> list[dict[str, float]]:
+    """For each judgment `texts[k]` written after the model input `heads[k]` (its rendered prompt), P(words[0]) at
+    each of its verdict lines (`verdict_points`), read after the judgment's own text up to that line's `::`: one
+    forward pass a line. {} for a judgment without such a line."""
+    word_ids(tokenizer, words)  # before any work: a tokenizer that cannot tell the two words apart
+    inputs = [(k, name, head + text[:cut]) for k, (head, text) in enumerate(zip(heads, texts, strict=True))
+              for name, cut in verdict_points(text, words)]
+    probs = next_word_probabilities(model, tokenizer, [s for _, _, s in inputs], words, batch_size)
+    out: list[dict[str, float]] = [{} for _ in texts]
+    for (k, name, _), p in zip(inputs, probs, strict=True):
+        out[k][name] = p
+    return out

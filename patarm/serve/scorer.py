@@ -131,9 +131,21 @@ class JudgeScorer(Scorer):
     # Rollouts of an item with n > 1 are sampled at least this hot: n greedy rollouts would be n copies.
     VOTING_TEMPERATURE = 0.7
 
+    READOUTS = ("score", "verdict-lines")
+
     def __init__(self, backend: Any, template: str = "pointwise", rubric_mode: str | None = None,
-                 name: str = "judge"):
+                 name: str = "judge", readout: str = "score"):
         self.backend, self.name = backend, name
+        if readout not in self.READOUTS:
+            raise ValueError(f"readout must be one of {self.READOUTS}, got {readout!r}")
+        if readout == "verdict-lines":
+            if not all(hasattr(backend, a) for a in ("model", "tokenizer", "render")):
+                raise ValueError(f"the verdict-lines readout reads the judge's own logits: it needs the hf backend, "
+                                 f"not a {type(backend).__name__}")
+            from patarm.eval.readout import word_ids
+
+            word_ids(backend.tokenizer)  # at start, not at the first request
+        self.readout = readout
         # Every prompt fits the judge's window with room for its judgment. The server prepares items on
         # request threads while the model thread batches: sharing one fast tokenizer between them lets a
         # count reset the padding of a batch being encoded ("Unable to create tensor"), so preparation
@@ -222,7 +234,31 @@ class JudgeScorer(Scorer):
             texts = backend.generate([prepared[i].messages for i in indices], num_samples=n)
             for i, t in zip(indices, texts):
                 outputs[i] = t
-        return [self._result(p, texts) for p, texts in zip(prepared, outputs)]
+        results = [self._result(p, texts) for p, texts in zip(prepared, outputs)]
+        if self.readout == "verdict-lines":
+            self._read_verdict_lines(prepared, outputs, results)
+        return results
+
+    def _read_verdict_lines(self, prepared: Sequence[Prepared], outputs: list[list[str]],
+                            results: list[ScoreResult]) -> None:
+        """Each judgment's score replaced by the judge's belief in its verdict lines (`name :: ... :: pass|fail`):
+        lo + (hi − lo) × the mean P(pass) over them (`patarm.eval.readout.line_beliefs`, one forward pass a line),
+        hi / lo the template's score range; a judgment with no such line, or of a skill, keeps its written score."""
+        from patarm.eval.readout import line_beliefs
+
+        where = [(i, j) for i, p in enumerate(prepared) if not p.skill for j in range(len(outputs[i]))]
+        if not where:
+            return
+        heads = {i: self.backend.render(prepared[i].messages) for i, _ in where}
+        beliefs = line_beliefs(self.backend.model, self.backend.tokenizer, [heads[i] for i, _ in where],
+                               [outputs[i][j] for i, j in where], batch_size=getattr(self.backend.options,
+                                                                                     "batch_size", 16))
+        for (i, j), said in zip(where, beliefs):
+            if said:
+                lo, hi = prepared[i].template.score_range
+                results[i].scores[j] = lo + (hi - lo) * sum(said.values()) / len(said)
+        for r in results:
+            r.mean = mean_score(r.scores)
 
     @staticmethod
     def _result(p: Prepared, texts: Sequence[str]) -> ScoreResult:
@@ -259,9 +295,10 @@ def with_sampling(backend: Any, sampling: Sampling) -> Any:
 def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, temperature: float = 0.0,
                 batch_size: int = 32, template: str = "pointwise", rubric_mode: str | None = None,
                 work_dir: str | os.PathLike | None = None, enable_thinking: bool = False,
-                max_prompt_tokens: int | None = None, dtype: str | None = None) -> JudgeScorer:
+                max_prompt_tokens: int | None = None, dtype: str | None = None, readout: str = "score") -> JudgeScorer:
     """A JudgeScorer for a model spec (a folder, a hub id, `tiny[:...]`, a GGUF spec) on the `hf` or `vllm`
-    backend; `dtype` (hf): the weights' dtype (None: as saved; auto: bfloat16 where the device computes in it)."""
+    backend; `dtype` (hf): the weights' dtype (None: as saved; auto: bfloat16 where the device computes in it);
+    `readout`: how a judgment becomes its score (`JudgeScorer.READOUTS`; verdict-lines: hf only)."""
     from patarm.backends import GenerationOptions
     from patarm.models import parse_tiny_spec, resolve_model
 
@@ -292,4 +329,4 @@ def load_scorer(model: str, backend: str = "hf", *, max_new_tokens: int = 512, t
     else:
         raise ValueError(f"backend must be 'hf' or 'vllm', got {backend!r}")
     name = os.path.basename(str(model).rstrip("/"))
-    return JudgeScorer(engine, template=template, rubric_mode=rubric_mode, name=name)
+    return JudgeScorer(engine, template=template, rubric_mode=rubric_mode, name=name, readout=readout)

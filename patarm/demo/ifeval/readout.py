@@ -5,7 +5,7 @@ then a score that follows from the count. Greedy, a small judge writes the same 
 (SmolLM2-135M after SFT on 836 rows: 156 ties on 188 dev pairs), though its belief behind each word may still
 differ between them. This module reads that belief, as `patarm.demo.gsm8k.verdict` reads the GSM8K judge's:
 
-- `verdict_points`: each constraint line of a judgment, with where its verdict word starts;
+- `verdict_points` (`patarm.eval.readout`): each constraint line of a judgment, with where its verdict word starts;
 - `constraint_beliefs`: for each judgment, {constraint name: P(pass)}, renormalised over ` pass` / ` fail`, read
   after the judgment's own greedy text up to that line's last `::` (its own evidence, nothing of the teacher's;
   one forward pass per line, `patarm.eval.readout`);
@@ -21,37 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-VERDICTS = ("pass", "fail")
+from patarm.eval.readout import line_beliefs, verdict_points
 
-
-def verdict_points(text: str) -> list[tuple[str, int]]:
-    """(constraint name, offset just after the line's last `::`) for each line `name :: ... :: pass|fail`, first
-    line per name (as `judge.constraint_verdicts` reads them)."""
-    out, seen, pos = [], set(), 0
-    for line in text.splitlines(keepends=True):
-        parts = [part.strip() for part in line.split("::")]
-        if len(parts) >= 2 and parts[-1] in VERDICTS and parts[0] not in seen:
-            seen.add(parts[0])
-            out.append((parts[0], pos + line.rfind("::") + 2))
-        pos += len(line)
-    return out
-
+__all__ = ["belief_auc", "constraint_beliefs", "expected_score", "verdict_points"]
 
 def constraint_beliefs(model: Any, tokenizer: Any, prompts: Sequence[list[dict]], texts: Sequence[str],
                        batch_size: int = 16) -> list[dict[str, float]]:
     """For each judgment, P(pass) at each of its constraint lines, keyed by the line's constraint name."""
-    from patarm.eval.readout import next_word_probabilities, word_ids
-
-    word_ids(tokenizer)  # before any work: a tokenizer that cannot tell the two words apart
-    inputs = []
-    for k, (prompt, text) in enumerate(zip(prompts, texts, strict=True)):
-        head = tokenizer.apply_chat_template(prompt, tokenize=False, add_generation_prompt=True)
-        inputs += [(k, name, head + text[:cut]) for name, cut in verdict_points(text)]
-    probs = next_word_probabilities(model, tokenizer, [s for _, _, s in inputs], batch_size=batch_size)
-    out: list[dict[str, float]] = [{} for _ in texts]
-    for (k, name, _), p in zip(inputs, probs, strict=True):
-        out[k][name] = p
-    return out
+    heads = [tokenizer.apply_chat_template(p, tokenize=False, add_generation_prompt=True) for p in prompts]
+    return line_beliefs(model, tokenizer, heads, texts, batch_size=batch_size)
 
 
 def _name(iid: str) -> str:
