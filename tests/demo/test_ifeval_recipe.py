@@ -157,6 +157,11 @@ def test_every_ifeval_config_loads_and_names_its_command(path, monkeypatch):
         for key in ("judge_sft_config", "judge_grpo_config", "bt_config", "grpo_config"):
             assert Path(getattr(args, key)).is_file(), (key, getattr(args, key))
         assert args.judge_run == args.run_dir and args.train_prompts_file.endswith("prompts/train.jsonl")
+    elif "judge_serve_args" in keys:  # an arm variant: its serve flags are the server's own
+        from patarm.cli.serve import ServeArguments
+
+        args = parse_args(["--config", str(path)])
+        parse_stage((ServeArguments,), args.judge_serve_args, prog="patarm serve")
     elif "judge_template" in keys:
         from patarm.train import parse_args as stage
 
@@ -379,6 +384,9 @@ def test_a_cached_measurement_is_reused_only_under_its_own_settings(monkeypatch,
     (["rule"], "all", ["start"]),                   # the checkers' reward alone: no pairs, no judge
     (["bt", "rule"], "all", ["start", "pairs"]),    # BT trains on the pairs, no judge is trained
     (["judge", "rule"], "all", ["start", "pairs", "judge"]),
+    (["judge", "--judge_model", "j"], "all", ["start"]),  # a judge given: nothing to train, no pairs
+    (["judge", "bt", "--judge_model", "j"], "all", ["start", "pairs"]),  # BT still trained on the pairs
+    (["judge", "bt", "--judge_model", "j", "--bt_model", "b"], "all", ["start"]),
     (["rule"], "start", ["start"]),
     (["rule"], "pairs", ["pairs"]),                 # the reward models' stages never measure the start policy
     (["rule"], "judge", ["pairs", "judge"]),        # asked to stop there: built as asked

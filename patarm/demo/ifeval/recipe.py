@@ -198,11 +198,14 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
         logger.info("--until %s: the start policy is measured later, by the policy stages", args.until)
     elif (early := stop("start", stage_start(args, out, clock), out / "eval" / "start.json")) is not None:
         return early
-    # the pairs feed the judge and the BT model; a run with the checkers' reward alone (`--rewards rule`) needs
-    # neither, unless it is asked to stop at them or to score with a reward model
+    # the pairs feed the judge and the BT model; a run with the checkers' reward alone (`--rewards rule`), or with
+    # reward models given (`--judge_model` / `--judge_url`, `--bt_model`), trains neither, unless it is asked to
+    # stop at them
     needs = set(args.rewards + args.score_with)
-    if needs <= {"rule"} and args.until not in REWARD_MODEL_STAGES:
-        logger.info("rewards %s: no pairs, judge or BT model needed; skipping those stages", sorted(needs))
+    given = {"judge": args.judge_model or args.judge_url, "bt": args.bt_model}
+    if all(given.get(r, True) for r in needs) and args.until not in REWARD_MODEL_STAGES:
+        logger.info("rewards %s: no pairs, judge or BT model to train here (the checkers, or reward models given); "
+                    "skipping those stages", sorted(needs))
         return loop.run(args)
     train, dev = stage_pairs(args, out, clock)
     if (early := stop("pairs", {"train": len(train), "dev": len(dev)}, out / "prep" / "pairs")) is not None:
