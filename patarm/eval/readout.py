@@ -56,22 +56,24 @@ def word_logits(model: Any, enc: Any, ids: tuple[int, int]) -> Any:
 def next_word_probabilities(model: Any, tokenizer: Any, texts: Sequence[str], words: Sequence[str] = VERDICT_WORDS,
                             batch_size: int = 16) -> list[float]:
     """P(words[0]) / (P(words[0]) + P(words[1])) as the next token after each text (the full model input: chat
-    template included, no special tokens added)."""
+    template included, no special tokens added); a text given several times is read once."""
     import torch
 
     ids = word_ids(tokenizer, words)
-    out: list[float] = []
+    distinct = list(dict.fromkeys(texts))
+    read: list[float] = []
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"  # the last position of every row is the end of its text
     try:
-        for start in range(0, len(texts), batch_size):
-            enc = tokenizer(list(texts[start:start + batch_size]), add_special_tokens=False, padding=True,
+        for start in range(0, len(distinct), batch_size):
+            enc = tokenizer(distinct[start:start + batch_size], add_special_tokens=False, padding=True,
                             return_tensors="pt").to(model.device)
             with torch.inference_mode():
-                out += word_logits(model, enc, ids).softmax(-1)[:, 0].tolist()
+                read += word_logits(model, enc, ids).softmax(-1)[:, 0].tolist()
     finally:
         tokenizer.padding_side = side
-    return out
+    by_text = dict(zip(distinct, read))
+    return [by_text[t] for t in texts]
 
 
 def verdict_points(text: str, words: Sequence[str] = VERDICT_WORDS) -> list[tuple[str, int]]:

@@ -73,6 +73,14 @@ def test_beliefs_batched_equal_one_at_a_time_and_the_models_own_softmax(tiny):
         logits = model(**ids).logits[0, -1]
     two = [tok(w, add_special_tokens=False).input_ids[0] for w in (" pass", " fail")]
     assert batched[0]["existence"] == pytest.approx(logits[two].softmax(-1)[0].item(), abs=1e-4)
+    rows = []  # a judgment given twice (a response in two pairs) is read once: one row per line
+    hook = model.register_forward_hook(lambda m, args, kwargs, out: rows.append(len(kwargs["input_ids"])),
+                                       with_kwargs=True)
+    try:
+        twice = constraint_beliefs(model, tok, prompts[:1] * 2, texts[:1] * 2, batch_size=16)
+    finally:
+        hook.remove()
+    assert rows == [2] and twice[0] == twice[1] == pytest.approx(batched[0], abs=1e-4)
 
 
 def test_the_recipe_ranks_the_dev_pairs_by_the_belief_and_adds_it_to_a_cached_measurement(tmp_path, monkeypatch):
