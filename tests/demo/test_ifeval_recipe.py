@@ -289,7 +289,9 @@ def test_the_recipe_end_to_end_on_tiny_models_then_resumed_with_nothing_to_do(tm
         assert sft["model"] == str(run / "sft") and 0 <= sft["ties"] <= sft["pairs"] == pairs["dev"]["pairs"]
         assert len(sft["right"]) == sft["pairs"] and sft["constraint_verdicts"]["constraints"] >= 2 * sft["pairs"]
         assert set(report["reward_models_paired"]) == {f"{j} vs bt" for j in judges}  # on the same pairs
-        assert len(sft["readout"]["right"]) == sft["pairs"] and sft["readout"]["p_pass"]["lines"] > 0
+        read = sft["readout"]  # the belief in its constraint lines; a tiny judge may write none: all unreadable
+        assert len(read["right"]) == sft["pairs"] and (read["p_pass"]["lines"] > 0 or read["unreadable"] == 2 * (
+            sft["pairs"]) and read["accuracy"] == 0.0)
     assert "listening on http://127.0.0.1:" in (run / "serve.log").read_text()  # the judge was served over HTTP
     prompts = json.loads((run / "prompts" / "manifest.json").read_text())
     assert prompts["rows_out"] == 40 and prompts["train"] + prompts["dev"] == 40
