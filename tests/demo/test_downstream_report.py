@@ -108,6 +108,24 @@ def test_report_files_and_tables(tmp_path, capsys):
     text = Path(write_downstream_report(report | {"reward_models": measured, "reward_models_paired": test},
                                         tmp_path / "rm")["report_md"]).read_text()
     assert "judge vs bt on the same 5 pairs +0.200 (judge alone right on 2, bt alone on 1, McNemar p 1)" in text
+    # ... and whether each prefers the longer side: accuracy where the chosen side is longer against shorter
+    from patarm.demo.downstream.loop import reward_models_by_length
+
+    pairs = [{"chosen": c, "rejected": r} for c, r in [("a b c", "a"), ("a b", "a"), ("a b", "b a"), ("a", "a b"),
+                                                       ("a", "a b c")]]
+    by_length = reward_models_by_length(measured, pairs)
+    assert list(by_length) == ["judge", "bt"]  # the SFT judge kept outcomes of other pairs
+    assert by_length["judge"]["chosen longer"] == {"pairs": 2, "accuracy": 1.0}  # the equal pair is in neither half
+    assert by_length["judge"]["chosen shorter"] == {"pairs": 2, "accuracy": 0.0}
+    assert by_length["judge"]["equal length"] == 1 and by_length["judge"]["p_value"] == pytest.approx(1 / 3)
+    assert (by_length["bt"]["chosen longer"]["accuracy"], by_length["bt"]["chosen shorter"]["accuracy"]) == (0.0, 0.5)
+    assert by_length["bt"]["p_value"] == pytest.approx(1.0)
+    one_sided = reward_models_by_length({"x": {"right": [1.0, 0.0]}}, pairs[:2])["x"]  # no shorter chosen side
+    assert one_sided["chosen shorter"] == {"pairs": 0, "accuracy": None} and one_sided["p_value"] is None
+    (tmp_path / "len").mkdir()
+    text = Path(write_downstream_report(report | {"reward_models": measured, "reward_models_length": by_length},
+                                        tmp_path / "len")["report_md"]).read_text()
+    assert "judge 1.000 where the chosen side is longer (2 pairs), 0.000 where it is shorter (2), Fisher p 0.33" in text
     # greedy only (IFEval's protocol): no sampled table, not an empty one
     (tmp_path / "greedy").mkdir()
     greedy = {"start": {"greedy": start["greedy"]}, "grpo-judge": {"greedy": {**start["greedy"], "verified": 1.0}}}

@@ -34,11 +34,20 @@ def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, t
                                                                               "right": [0.0, 1.0, 0.0, 0.0]}}
     monkeypatch.setattr(loop, "_reward_model_accuracy", lambda args, bt: ran.append("measured") or accuracy)
     monkeypatch.setattr(loop, "run", lambda args: ran.append("policies") or {})
+    heldout = tmp_path / "prep" / "heldout"  # the dev pairs: the chosen side longer in the first two
+    heldout.mkdir(parents=True)
+    heldout.joinpath("pairs.jsonl").write_text("".join(json.dumps({"chosen": c, "rejected": r}) + "\n" for c, r in [
+        ("a b c", "a"), ("a b", "a"), ("a", "a b"), ("a", "a b c")]))
     report = recipe.run(recipe.parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--rewards", *rewards,
                                            "--until", until]))
     assert ran == stages + (["policies"] if until == "all" else [])
     if until == "reward_models":  # both accuracies, and the two compared on the same pairs
         paired = {"judge vs bt": {"difference": 0.25, "pairs": 4, "judge alone right": 1, "bt alone right": 0,
                                   "p_value": 1.0}}
-        assert report["reward_models"] == {"accuracy": accuracy, "paired": paired}
+        by_length = {"judge": {"chosen longer": {"pairs": 2, "accuracy": 1.0}, "chosen shorter": {"pairs": 2,
+                     "accuracy": 0.0}, "equal length": 0, "p_value": pytest.approx(1 / 3)},
+                     "bt": {"chosen longer": {"pairs": 2, "accuracy": 0.5}, "chosen shorter": {"pairs": 2,
+                            "accuracy": 0.0}, "equal length": 0, "p_value": pytest.approx(1.0)}}
+        assert report["reward_models"] == {"accuracy": accuracy, "paired": paired, "by_length": by_length}
         assert json.loads((tmp_path / "eval" / "reward_models_paired.json").read_text()) == paired
+        assert json.loads((tmp_path / "eval" / "reward_models_length.json").read_text()) == by_length

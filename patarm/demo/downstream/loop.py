@@ -75,6 +75,7 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
               "reward_models": (measured := _reward_model_accuracy(args, bt)),
               "reward_models_paired": reward_models_paired(measured), "rewards": list(args.rewards),
+              "reward_models_length": reward_models_by_length(measured, heldout_pairs(args)),
               **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out))),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
@@ -351,9 +352,43 @@ def _reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[st
         last = stages.get("grpo") or stages.get("sft")
         if last:
             out["judge"] = {"accuracy": last["accuracy"], "accuracy_ci": last.get("accuracy_ci"), "source": str(report)}
-    heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
+    heldout = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"  # what heldout_pairs reads
     if bt and heldout.is_file() and heldout.stat().st_size:  # a run may have no held-out pair (e.g. tiny sizes)
         out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
+    return out
+
+
+def heldout_pairs(args: DownstreamArguments) -> list[dict]:
+    """The judge run's held-out pairs (prep/heldout/pairs.jsonl), in the order the reward models were measured on;
+    [] when that run kept none."""
+    path = Path(args.judge_run) / "prep" / "heldout" / "pairs.jsonl"
+    return read_jsonl(path) if path.is_file() else []
+
+
+def reward_models_by_length(measured: dict[str, Any], pairs: list) -> dict[str, Any]:
+    """Does a reward model prefer length? Its accuracy on the held-out pairs whose chosen side is the longer (in
+    words) against those whose chosen side is the shorter, with Fisher's exact p for the difference: a model that
+    reads what the label reads is as accurate on both; one that rewards length is right more often where the chosen
+    side is longer. `pairs` (objects with .chosen / .rejected or dicts) in the order of each model's `right`;
+    pairs of equal length counted, not split. {} without per-pair outcomes."""
+    from scipy.stats import fisher_exact
+
+    def words(pair: Any, side: str) -> int:
+        return len((pair[side] if isinstance(pair, dict) else getattr(pair, side)).split())
+
+    longer = [words(p, "chosen") > words(p, "rejected") for p in pairs]
+    equal = [words(p, "chosen") == words(p, "rejected") for p in pairs]
+    out: dict[str, Any] = {}
+    for name, result in measured.items():
+        right = result.get("right")
+        if not right or len(right) != len(pairs):
+            continue
+        halves = {"chosen longer": [r for r, lo, eq in zip(right, longer, equal) if lo and not eq],
+                  "chosen shorter": [r for r, lo, eq in zip(right, longer, equal) if not lo and not eq]}
+        table = [[sum(h), len(h) - sum(h)] for h in halves.values()]
+        out[name] = {k: {"pairs": len(h), "accuracy": sum(h) / len(h) if h else None} for k, h in halves.items()}
+        out[name] |= {"equal length": sum(equal),
+                      "p_value": float(fisher_exact(table).pvalue) if all(map(sum, table)) else None}
     return out
 
 

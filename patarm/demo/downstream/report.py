@@ -262,6 +262,12 @@ def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
         rm_line += (f"; {name} on the same {test['pairs']} pairs {test['difference']:+.3f} ({model} alone right on "
                     f"{test[f'{model} alone right']}, bt alone on {test['bt alone right']}, McNemar p "
                     f"{test['p_value']:.2g})")
+    for name, split in report.get("reward_models_length", {}).items():  # does it prefer the longer side?
+        halves = [split[k] for k in ("chosen longer", "chosen shorter")]
+        if all(h["accuracy"] is not None for h in halves):
+            rm_line += (f"; {name} {halves[0]['accuracy']:.3f} where the chosen side is longer ({halves[0]['pairs']} "
+                        f"pairs), {halves[1]['accuracy']:.3f} where it is shorter ({halves[1]['pairs']}), Fisher p "
+                        + ("n/a" if split["p_value"] is None else f"{split['p_value']:.2g}"))
     sampled = ("" if not report["args"].get("eval_samples") else  # IFEval's protocol: greedy only, no empty table
                f"Held-out prompts, sampled responses (temperature {report['args'].get('eval_temperature')}, "
                f"{report['args'].get('eval_samples')} per prompt):\n\n" + policy_table(report["policies"], "sampled")

@@ -23,6 +23,7 @@ Stages into one run folder, each skipped when its output exists (a stopped run r
                      `judge_vote_k` (`judge_pairs_sft.json`: the SFT judge)
     prep/bt/pairs.jsonl    every pair the judge trained on, which the BT model trains on (same base model)
     eval/reward_models_paired.json  (`--until reward_models`) each judge against BT on the same dev pairs (McNemar)
+    eval/reward_models_length.json  each model's dev-pair accuracy where the chosen side is longer / shorter
     then the downstream loop (`patarm.demo.downstream.loop`): bt/, grpo-<reward>/ per reward (plain TRL
     GRPOTrainer; IFEval every `eval_every` steps), report.md, report.json, downstream_curves.png
 
@@ -228,10 +229,20 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
         for name, test in paired.items():
             logger.info("%s on the same %d dev pairs: %+.3f (%d / %d pairs only one of them gets right, p %.3g)",
                         name, test["pairs"], test["difference"], *list(test.values())[2:4], test["p_value"])
+        by_length = loop.reward_models_by_length(measured, loop.heldout_pairs(args))
+        for name, split in by_length.items():
+            logger.info("%s: dev-pair accuracy %s where the chosen side is longer, %s where it is shorter "
+                        "(Fisher p %s)", name, *(_share(split[k]) for k in ("chosen longer", "chosen shorter")),
+                        "n/a" if split["p_value"] is None else f"{split['p_value']:.2g}")
         write_json(paired, out / "eval" / "reward_models_paired.json")
-        return stop("reward_models", {"accuracy": measured, "paired": paired},  # type: ignore[return-value]
+        write_json(by_length, out / "eval" / "reward_models_length.json")
+        return stop("reward_models", {"accuracy": measured, "paired": paired, "by_length": by_length},  # type: ignore[return-value]
                     out / "eval" / "reward_models_paired.json")
     return loop.run(args)
+
+
+def _share(half: dict) -> str:
+    return "n/a" if half["accuracy"] is None else f"{half['accuracy']:.3f} ({half['pairs']} pairs)"
 
 
 def stage_prompts(args: IFEvalArguments, out: Path, clock: Clock) -> dict[str, Any]:
