@@ -15,6 +15,7 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
                                                                                            has_bf16):
     from types import SimpleNamespace
 
+    from patarm.config import ConfigError
     from patarm.demo.downstream.train import grpo_config
     from patarm.train import common
 
@@ -24,7 +25,8 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
     lines = [ln for ln in source.read_text().splitlines() if not ln.startswith("bf16:")]
     (tmp_path / "auto.yaml").write_text("\n".join(lines) + "\n")
     (tmp_path / "fp32.yaml").write_text("\n".join(lines) + "\nbf16: false\n")
-    args = SimpleNamespace(grpo_config=str(tmp_path / "auto.yaml"), grpo_steps=2, seed=0, enable_thinking=False)
+    args = SimpleNamespace(grpo_config=str(tmp_path / "auto.yaml"), grpo_steps=2, seed=0, enable_thinking=False,
+                           grpo_settings=None)
     config = grpo_config(args, tmp_path, tmp_path / "grpo")
     assert config.use_cpu and config.bf16 is has_bf16
     args.grpo_config = str(tmp_path / "fp32.yaml")  # a config that says so keeps fp32
@@ -33,6 +35,15 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
     # finished config does not switch it, as bench/policy_grpo.py's first run showed)
     switched = grpo_config(args, tmp_path, tmp_path / "grpo", ["--bf16", "true"])
     assert switched.bf16 is True and switched.mixed_precision == "bf16"
+    # grpo_settings: fields over the config's, for every arm alike; an explicit override still wins
+    args.grpo_settings = {"mask_truncated_completions": True, "temperature": 0.7, "reward_weights": [0.5]}
+    masked = grpo_config(args, tmp_path, tmp_path / "grpo", ["--temperature", "0.9"])
+    assert masked.mask_truncated_completions is True and masked.temperature == 0.9 and masked.reward_weights == [0.5]
+    assert masked.max_completion_length == 256  # the rest as the config file says
+    args.grpo_settings = {"mask_truncated": True}  # not a GRPOConfig field: refused, named
+    with pytest.raises(ConfigError, match=r"grpo_settings \{'mask_truncated': True\}: unknown option "
+                                          r"'--mask_truncated' \(did you mean '--mask_truncated_completions'"):
+        grpo_config(args, tmp_path, tmp_path / "grpo")
 
 
 def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_measurements(tmp_path):

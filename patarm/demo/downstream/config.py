@@ -76,6 +76,10 @@ class DownstreamArguments(RunArguments):
     # --- GRPO and measurement
     grpo_config: str = field(default=str(CONFIG_DIR / "downstream-grpo.yaml"), metadata=_path(
         "TRL GRPOConfig keys of the policy's GRPO runs (YAML)"))
+    grpo_settings: dict | None = field(default=None, metadata={"help": (
+        "TRL GRPOConfig fields set over `grpo_config`'s, for every reward's run alike (a mapping; on the command line "
+        "key=value pairs or JSON, e.g. `mask_truncated_completions=true`): an ablation of the policy's GRPO without a "
+        "copy of its config")})
     grpo_steps: int = field(default=100, metadata={"help": "GRPO steps per reward"})
     rl_prompts: int = field(default=1000, metadata={"help": "RL prompts (rows; GRPO cycles through them)"})
     eval_every: int = field(default=25, metadata={"help": "measure held-out accuracy every N GRPO steps (0: only "

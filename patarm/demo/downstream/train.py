@@ -19,25 +19,37 @@ logger = logging.getLogger("patarm.downstream")
 
 
 def grpo_config(args: DownstreamArguments, out: Path, folder: Path, overrides: Sequence[str] = ()) -> Any:
-    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed, then `overrides`
-    (`--key value`, as on a command line). On a CPU, `bf16` defaults to autocast where the CPU computes in bf16 (as
-    `patarm sft` / `grpo` do), else fp32."""
+    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed, then
+    `args.grpo_settings` and `overrides` (`--key value`, as on a command line). On a CPU, `bf16` defaults to autocast
+    where the CPU computes in bf16 (as `patarm sft` / `grpo` do), else fp32."""
     import torch
     from trl import GRPOConfig
 
-    from patarm.config import RunArguments, parse_stage
+    from patarm.config import ConfigError, RunArguments, parse_stage
     from patarm.train.common import cpu_bf16, precision_sentence
 
     defaults = {} if torch.cuda.is_available() else {"bf16": cpu_bf16()[0], "use_cpu": True}
     argv = ["--config", args.grpo_config, "--run_dir", str(out), "--output_dir", str(folder), "--max_steps",
-            str(args.grpo_steps), "--seed", str(args.seed), *overrides]
-    _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
-                            defaults=defaults)
+            str(args.grpo_steps), "--seed", str(args.seed), *settings_flags(args.grpo_settings or {}), *overrides]
+    try:
+        _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
+                                defaults=defaults)
+    except ConfigError as err:  # say where the policy's GRPO fields came from
+        raise ConfigError(f"the policy's GRPO config {args.grpo_config} with grpo_settings {args.grpo_settings}: "
+                          f"{err}") from None
     # one switch for rollouts and measurement: a policy is measured on the prompts it was trained on
     config.chat_template_kwargs = {**(config.chat_template_kwargs or {}), "enable_thinking": args.enable_thinking}
     if config.use_cpu:
         logger.info("policy GRPO: %s", precision_sentence(bool(config.bf16), *cpu_bf16()))
     return config
+
+
+def settings_flags(settings: dict[str, Any]) -> list[str]:
+    """A mapping of config fields as command-line flags: `--key value`, a list's items as separate values."""
+    flags: list[str] = []
+    for key, value in settings.items():
+        flags += [f"--{key}", *(map(str, value) if isinstance(value, list) else [str(value)])]
+    return flags
 
 
 def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str, reward_fn: Any,
