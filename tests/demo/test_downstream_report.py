@@ -94,7 +94,7 @@ def test_report_files_and_tables(tmp_path, capsys):
     assert "| judge vs bt | prompt strict | 20.00 | 18.30 | -1.70 | -8.5 % | 1.50 | -1.13 | 0.32 | 28 / 37 |" in text
     assert "the reward rose; held out: prompt-level strict no clear change" in text and "| hacked" not in text
     # the reward models on the same held-out pairs, paired: judge and BT each right alone on some
-    from patarm.demo.downstream.loop import reward_models_paired
+    from patarm.demo.downstream.reward_models import reward_models_paired
 
     measured = {"judge": {"accuracy": 0.6, "right": [1.0, 1.0, 1.0, 0.0, 0.0]},
                 "judge (SFT)": {"accuracy": 0.2, "right": [1.0, 0.0, 0.0, 0.0]},  # other pairs: not compared
@@ -109,7 +109,7 @@ def test_report_files_and_tables(tmp_path, capsys):
                                         tmp_path / "rm")["report_md"]).read_text()
     assert "judge vs bt on the same 5 pairs +0.200 (judge alone right on 2, bt alone on 1, McNemar p 1)" in text
     # ... and whether each prefers the longer side: accuracy where the chosen side is longer against shorter
-    from patarm.demo.downstream.loop import reward_models_by_length
+    from patarm.demo.downstream.reward_models import reward_models_by_length
 
     pairs = [{"chosen": c, "rejected": r} for c, r in [("a b c", "a"), ("a b", "a"), ("a b", "b a"), ("a", "a b"),
                                                        ("a", "a b c")]]

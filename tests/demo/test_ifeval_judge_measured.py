@@ -29,7 +29,7 @@ def test_the_judges_constraint_lines_are_checked_against_the_checkers_beside_a_m
 
 def test_voting_breaks_the_judges_greedy_ties_on_the_dev_pairs_and_is_added_to_a_cached_measurement(
         tmp_path, monkeypatch):
-    from patarm.demo.downstream.loop import _reward_model_accuracy
+    from patarm.demo.downstream.reward_models import reward_model_accuracy
     from patarm.demo.ifeval import judge
     from patarm.demo.ifeval.recipe import parse_args
     from patarm.judge import load_template
@@ -64,6 +64,6 @@ def test_voting_breaks_the_judges_greedy_ties_on_the_dev_pairs_and_is_added_to_a
                                            "--judge_readout", "false"]),
                                tmp_path, pairs, template, clock)  # voting@1: one sample each, 7 against 7
     assert (two["voting"]["k"], two["voting"]["accuracy"], two["voting"]["ties"]) == (1, 0.0, 2)
-    assert set(_reward_model_accuracy(voted, None)) == {"judge", "judge vote@1"}  # the report lists both
+    assert set(reward_model_accuracy(voted, None)) == {"judge", "judge vote@1"}  # the report lists both
     with pytest.raises(ValueError, match="--judge_vote_k must be >= 0"):
         parse_args(["--run_dir", str(tmp_path), "--judge_vote_k", "-1"])

@@ -84,7 +84,7 @@ def test_beliefs_batched_equal_one_at_a_time_and_the_models_own_softmax(tiny):
 
 
 def test_the_recipe_ranks_the_dev_pairs_by_the_belief_and_adds_it_to_a_cached_measurement(tmp_path, monkeypatch):
-    from patarm.demo.downstream.loop import _reward_model_accuracy, reward_models_paired
+    from patarm.demo.downstream.reward_models import reward_model_accuracy, reward_models_paired
     from patarm.demo.ifeval import judge, readout
     from patarm.demo.ifeval.recipe import parse_args
     from patarm.judge import load_template
@@ -132,7 +132,7 @@ def test_the_recipe_ranks_the_dev_pairs_by_the_belief_and_adds_it_to_a_cached_me
     assert json.loads((tmp_path / "eval" / "judge_pairs.json").read_text())["readout"]["accuracy"] == 1.0
     judge.judge_accuracy(parse_args(base), tmp_path, pairs, template, clock)
     assert calls == [4]  # measured once
-    rm = _reward_model_accuracy(parse_args(base), None)
+    rm = reward_model_accuracy(parse_args(base), None)
     assert set(rm) == {"judge", "judge P(pass)"}  # the report lists both
     rm["bt"] = {"accuracy": 0.5, "right": [1.0, 0.0]}
     assert reward_models_paired(rm)["judge P(pass) vs bt"]["difference"] == 0.5

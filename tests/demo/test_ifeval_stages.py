@@ -20,7 +20,7 @@ import pytest
     (["rule"], "reward_models", ["pairs", "judge", "bt", "measured"]),  # both reward models, then their accuracy
 ])
 def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, tmp_path, monkeypatch):
-    from patarm.demo.downstream import loop
+    from patarm.demo.downstream import loop, reward_models
     from patarm.demo.ifeval import judge, recipe
 
     ran: list[str] = []
@@ -32,7 +32,7 @@ def test_a_run_builds_only_the_stages_its_rewards_need(rewards, until, stages, t
     monkeypatch.setattr(loop, "stage_bt", lambda *a: ran.append("bt") or "bt-folder")
     accuracy = {"judge": {"accuracy": 0.5, "right": [1.0, 1.0, 0.0, 0.0]}, "bt": {"accuracy": 0.25,
                                                                               "right": [0.0, 1.0, 0.0, 0.0]}}
-    monkeypatch.setattr(loop, "_reward_model_accuracy", lambda args, bt: ran.append("measured") or accuracy)
+    monkeypatch.setattr(reward_models, "reward_model_accuracy", lambda args, bt: ran.append("measured") or accuracy)
     monkeypatch.setattr(loop, "run", lambda args: ran.append("policies") or {})
     heldout = tmp_path / "prep" / "heldout"  # the dev pairs: the chosen side longer in the first two
     heldout.mkdir(parents=True)

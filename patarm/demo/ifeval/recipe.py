@@ -177,6 +177,7 @@ def main(argv: list[str]) -> dict:
 def run(args: IFEvalArguments) -> dict[str, Any]:
     """Every stage up to `args.until` (skipping finished ones); returns the report (or what the last stage gave)."""
     from patarm.demo.downstream import loop
+    from patarm.demo.downstream import reward_models as rm
     from patarm.verify.ifeval import _use_nltk_data
 
     _use_nltk_data(args.nltk_data or None)
@@ -222,14 +223,14 @@ def run(args: IFEvalArguments) -> dict[str, Any]:
     if args.until == "reward_models":  # the BT model on the same pairs and base, both measured on the dev pairs
         started = time.time()
         bt = loop.stage_bt(args, out)
-        measured = loop._reward_model_accuracy(args, bt)
+        measured = rm.reward_model_accuracy(args, bt)
         clock.done("BT reward model", started, "; ".join(f"{name} {m['accuracy']:.3f} on {m.get('pairs', '?')} dev "
                                                          "pairs" for name, m in measured.items()))
-        paired = loop.reward_models_paired(measured)
+        paired = rm.reward_models_paired(measured)
         for name, test in paired.items():
             logger.info("%s on the same %d dev pairs: %+.3f (%d / %d pairs only one of them gets right, p %.3g)",
                         name, test["pairs"], test["difference"], *list(test.values())[2:4], test["p_value"])
-        by_length = loop.reward_models_by_length(measured, loop.heldout_pairs(args))
+        by_length = rm.reward_models_by_length(measured, rm.heldout_pairs(args))
         for name, split in by_length.items():
             logger.info("%s: dev-pair accuracy %s where the chosen side is longer, %s where it is shorter "
                         "(Fisher p %s)", name, *(_share(split[k]) for k in ("chosen longer", "chosen shorter")),
