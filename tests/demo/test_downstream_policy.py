@@ -44,6 +44,11 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
     with pytest.raises(ConfigError, match=r"grpo_settings \{'mask_truncated': True\}: unknown option "
                                           r"'--mask_truncated' \(did you mean '--mask_truncated_completions'"):
         grpo_config(args, tmp_path, tmp_path / "grpo")
+    from patarm.demo.ifeval.recipe import parse_args  # the run refuses it at the start, before any stage
+
+    with pytest.raises(ValueError, match=r"--grpo_settings: 'mask_truncated' is not a TRL GRPOConfig field \(did "
+                                         r"you mean 'mask_truncated_completions'"):
+        parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--grpo_settings", "mask_truncated=true"])
 
 
 def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_measurements(tmp_path):

@@ -104,6 +104,17 @@ class DownstreamArguments(RunArguments):
             raise ValueError(f"--rewards / --score_with: {bad or 'none given'}; choose from {list(REWARD_CHOICES)}")
         if not 0.0 <= self.sft_violation_rate <= 1.0 or not 0.0 < self.heldout_share < 1.0:
             raise ValueError("--sft_violation_rate must be in [0, 1] and --heldout_share in (0, 1)")
+        if self.grpo_settings:  # at the start, not when the first GRPO stage reads them after minutes of work
+            import dataclasses
+
+            from trl import GRPOConfig
+
+            from patarm.config import nearest
+
+            fields = [f.name for f in dataclasses.fields(GRPOConfig)]
+            for key in self.grpo_settings:
+                if key not in fields:
+                    raise ValueError(f"--grpo_settings: {key!r} is not a TRL GRPOConfig field{nearest(key, fields)}")
         for name in ("task_pool", "heldout_prompts", "policy_sft_examples", "grpo_steps", "rl_prompts"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")
