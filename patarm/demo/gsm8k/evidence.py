@@ -34,6 +34,7 @@ score is a function of the stated lines alone (`score_of`), so a judgment can be
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from patarm.skills.verifiers import calculator_steps, unused_numbers
@@ -43,9 +44,27 @@ NOT_MOUNTED = "not mounted"
 FIELDS = ("final answer", "reference answer", "correct", "wrong steps", "last step", "follows", "unused numbers")
 
 
-def shown_answer(text: str) -> str:
-    """A final answer as the evidence shows it: one line, at most MAX_ANSWER_CHARS characters."""
+_PLAIN_NUMBER = re.compile(r"^\$?(-?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d*))?$")
+
+
+def canonical_number(text: str) -> str:
+    """A plain number in one canonical spelling, anything else unchanged: thousands commas and a leading `$`
+    dropped, trailing decimal zeros and point dropped (`$5,600.00` → `5600`, `75.00` → `75`, `-0.0` → `0`,
+    `0.50` → `0.5`). The `numbers: canonical` teacher states answers and steps this way, so that `follows` and
+    `correct` are string equalities a small judge can copy instead of numeric ones (`5600` vs `5,600`)."""
+    m = _PLAIN_NUMBER.match(text.strip())
+    if not m:
+        return text
+    sign, whole, frac = m.group(1), m.group(2).replace(",", "").lstrip("0") or "0", (m.group(3) or "").rstrip("0")
+    out = whole + ("." + frac if frac else "")
+    return out if out == "0" or not sign else "-" + out
+
+
+def shown_answer(text: str, canonical: bool = False) -> str:
+    """A final answer as the evidence shows it: one line, at most MAX_ANSWER_CHARS characters (a plain number in
+    its canonical spelling with `canonical`)."""
     line = " ".join(text.split())
+    line = canonical_number(line) if canonical else line
     return line if len(line) <= MAX_ANSWER_CHARS else line[:MAX_ANSWER_CHARS - 1] + "…"
 
 
@@ -76,18 +95,20 @@ def score_of(e: Evidence) -> int:
     return 10 - e.issues if e.correct else max(1, 4 - e.issues)
 
 
-def gather(question: str, response: str, reference: str | None, correct: bool | None = None) -> Evidence:
+def gather(question: str, response: str, reference: str | None, correct: bool | None = None,
+           canonical: bool = False) -> Evidence:
     """The evidence of one solution; `correct` (math-verify against the reference) is computed here unless given,
-    and is None when `reference` is None (not mounted)."""
+    and is None when `reference` is None (not mounted). `canonical`: the answers and the last step are stated in
+    their canonical spelling (`canonical_number`); the checks are the same either way."""
     from patarm.verify.mathans import answers_equal, final_answer
 
-    final = shown_answer(final_answer(response))
+    final = shown_answer(final_answer(response), canonical)
     checked, wrong, last = calculator_steps(response)
     if reference is not None and correct is None:
         correct = answers_equal(reference, final_answer(response))
-    last = shown_answer(last) if last else None
+    last = shown_answer(last, canonical) if last else None
     follows = None if last is None else bool(final) and answers_equal(last, final)
-    return Evidence(final, None if reference is None else shown_answer(reference),
+    return Evidence(final, None if reference is None else shown_answer(reference, canonical),
                     None if reference is None else bool(correct), checked, len(wrong), last, follows,
                     tuple(unused_numbers(question, response)[:3]))
 
@@ -106,14 +127,14 @@ def eval_lines(e: Evidence) -> list[str]:
             f"unused numbers :: {', '.join(e.unused) or 'none'}"]
 
 
-def rubric_lines(question: str, reference: str | None) -> list[str]:
+def rubric_lines(question: str, reference: str | None, canonical: bool = False) -> list[str]:
     """Sample-specific criteria for the adaptive rubric mode: written from the question (and the reference when
-    mounted) before the response is assessed."""
+    mounted, in its canonical spelling with `canonical`) before the response is assessed."""
     given = unused_numbers(question, "")  # every number of the question
     lines = [f"1. use every number given: {', '.join(given[:6]) or 'none'}", "2. every calculator step is right",
              "3. the final answer is the last step's result"]
     if reference is not None:
-        lines.append(f"4. the final answer equals {shown_answer(reference)}")
+        lines.append(f"4. the final answer equals {shown_answer(reference, canonical)}")
     return lines
 
 

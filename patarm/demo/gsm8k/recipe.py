@@ -70,6 +70,10 @@ class GSM8KArguments(RunArguments):
                        "compact skill (gsm8k-judge-graded / gsm8k-judge), or a bank skill such as reward-judge"})
     rubric_mode: str = field(default="primary", metadata={"help": "primary (<eval> then <score>) or adaptive (a "
                              "sample-specific <rubric> first; graded teacher)", "choices": ["primary", "adaptive"]})
+    teacher_numbers: str = field(default="as-written", metadata={"help": "graded teacher: state the answers and "
+                                 "the last step as written (5,600 / 75.00) or canonical (5600 / 75), so that "
+                                 "`correct` and `follows` are string equalities (ablation numbers-canonical)",
+                                 "choices": ["as-written", "canonical"]})
     margin: str = field(default="graded", metadata={"help": "GRPO-PAR's f(δ): graded or constant (ablation)"})
     reward: str = field(default="par", metadata={"help": "GRPO reward: par, or label (ablation: +1/−1 per rollout "
                         "against the pair's label)", "choices": ["par", "label"]})
@@ -157,6 +161,9 @@ class GSM8KArguments(RunArguments):
         from patarm.train.common import auto_dtype
 
         self.eval_dtype = auto_dtype(self.eval_dtype, self.judge_device)
+        if self.teacher_numbers != "as-written" and self.teacher != "graded":
+            raise ValueError("teacher_numbers canonical needs teacher graded (the binary teacher states numbers as "
+                             "written)")
         if self.rubric_mode == "adaptive" and self.teacher != "graded":
             raise ValueError("rubric_mode adaptive needs teacher graded (the binary teacher writes no <rubric>)")
         if "evidence" in self.arms and self.teacher != "graded":
