@@ -34,6 +34,24 @@ def test_verdict_flags_a_reward_that_rose_while_verified_accuracy_did_not():
     assert hacked["two_se"] == pytest.approx(2 * (2 * 0.605 * 0.395 / 400) ** 0.5, rel=1e-6)
 
 
+def test_verdict_reads_the_share_of_rollouts_cut_at_the_length_limit(tmp_path):
+    from patarm.demo.downstream.loop import _curves
+    from patarm.demo.downstream.report import training_table
+
+    metrics = [{"step": i + 1, "rewards/judge/mean": 4.0, "verified/accuracy": 0.2,
+                "completions/clipped_ratio": 0.25 + 0.05 * i, "completions/mean_length": 100.0 + i} for i in range(10)]
+    (tmp_path / "metrics.jsonl").write_text("\n".join(json.dumps(m) for m in metrics))
+    curve = _curves(tmp_path, {"greedy": {"verified": 0.2}})
+    assert curve["steps"][0] == {"step": 1, "reward": 4.0, "verified": 0.2, "clipped": 0.25, "tokens": 100.0}
+    v = verdict(curve, _result(0.2), _result(0.2))
+    # the first and the last 20 % of 10 steps: 2 each
+    assert (v["rollout_clipped_first"], v["rollout_clipped_last"]) == (pytest.approx(0.275), pytest.approx(0.675))
+    report = {"verdicts": {"judge": v}, "policies": {"start": _result(0.2), "grpo-judge": _result(0.2)}}
+    assert "| 0.200 → 0.200 | 0.275 → 0.675 | 0.200 → 0.200 |" in training_table(report)
+    old = verdict(_curve([4.0] * 10), _result(0.2), _result(0.2))  # a run logged without TRL's completions/*
+    assert "| – → – |" in training_table({**report, "verdicts": {"judge": old}})
+
+
 def _paired(prompt_z, inst_z):
     return {"prompt_strict": {"change": 1.5 * prompt_z, "se": 1.5, "z": prompt_z, "p": 0.5},
             "inst_strict": {"change": 1.3 * inst_z, "se": 1.3, "z": inst_z, "p": 0.5}}

@@ -316,12 +316,14 @@ def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, s
 
 
 def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:
-    """Per step: the trained reward and the rollouts' verified accuracy; per measurement: held-out measures."""
+    """Per step: the trained reward, the rollouts' verified accuracy, the share of them cut at the completion limit
+    and their mean length in tokens (TRL's `completions/*`); per measurement: held-out measures."""
     steps = []
     for m in read_jsonl(folder / "metrics.jsonl") if (folder / "metrics.jsonl").is_file() else []:
         keys = [k for k in m if k.startswith("rewards/") and k.endswith("/mean")]
         if keys:  # a step where the reward scored no rollout (None) still has its rollouts' verified accuracy
-            steps.append({"step": m["step"], "reward": m[keys[0]], "verified": m.get("verified/accuracy")})
+            steps.append({"step": m["step"], "reward": m[keys[0]], "verified": m.get("verified/accuracy"),
+                          "clipped": m.get("completions/clipped_ratio"), "tokens": m.get("completions/mean_length")})
     heldout = [{"step": 0, **{k: start[k] for k in ("greedy", "sampled") if k in start}}]
     rows = read_jsonl(folder / "heldout.jsonl") if (folder / "heldout.jsonl").is_file() else []
     heldout += [r for r in rows if not r.get("subset")]

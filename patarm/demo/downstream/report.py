@@ -82,8 +82,10 @@ def verdict(curve: dict[str, list], start: dict, final: dict, frac: float = 0.2,
     first, last, spread = _mean(rewards[:k]), _mean(rewards[-k:]), _std(rewards)
     rose = bool(steps) and not math.isnan(spread) and last - first > 0.5 * spread
     a, b = (start.get("sampled") or start.get("greedy") or {}), (final.get("sampled") or final.get("greedy") or {})
+    clipped = [s.get("clipped") for s in steps]
     out: dict[str, Any] = {"reward_first": first, "reward_last": last, "reward_rose": rose,
-                           "rollout_verified_first": _mean(rollouts[:k]), "rollout_verified_last": _mean(rollouts[-k:])}
+                           "rollout_verified_first": _mean(rollouts[:k]), "rollout_verified_last": _mean(rollouts[-k:]),
+                           "rollout_clipped_first": _mean(clipped[:k]), "rollout_clipped_last": _mean(clipped[-k:])}
     if paired:
         return out | _paired_verdict(paired, rose, len(steps), min_steps)
     if a.get("verified") is None or b.get("verified") is None:
@@ -185,14 +187,16 @@ def official_table(policies: dict[str, dict]) -> str:
 
 def training_table(report: dict) -> str:
     lines = [("| reward | trained reward, first → last 20 % of steps | rollouts' verified acc., first → last | "
-              "held-out verified acc. (sampled, else greedy), start → end | verdict |"), "|---|---|---|---|---|"]
+              "rollouts cut at the length limit, first → last | "
+              "held-out verified acc. (sampled, else greedy), start → end | verdict |"), "|---|---|---|---|---|---|"]
     for reward, v in report["verdicts"].items():
         ends = report["policies"].get(f"grpo-{reward}", {})
         start = report["policies"]["start"]
         a, b = ((start.get("sampled") or start.get("greedy") or {}).get("verified"),
                 (ends.get("sampled") or ends.get("greedy") or {}).get("verified"))
         lines.append(f"| {reward} | {_fmt(v['reward_first'])} → {_fmt(v['reward_last'])} | "
-                     f"{_fmt(v['rollout_verified_first'])} → {_fmt(v['rollout_verified_last'])} | {_fmt(a)} → "
+                     f"{_fmt(v['rollout_verified_first'])} → {_fmt(v['rollout_verified_last'])} | "
+                     f"{_fmt(v.get('rollout_clipped_first'))} → {_fmt(v.get('rollout_clipped_last'))} | {_fmt(a)} → "
                      f"{_fmt(b)} | {v['verdict']} |")
     return "\n".join(lines)
 
