@@ -50,8 +50,9 @@ _PLAIN_NUMBER = re.compile(r"^\$?(-?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d*))?$")
 def canonical_number(text: str) -> str:
     """A plain number in one canonical spelling, anything else unchanged: thousands commas and a leading `$`
     dropped, trailing decimal zeros and point dropped (`$5,600.00` → `5600`, `75.00` → `75`, `-0.0` → `0`,
-    `0.50` → `0.5`). The `numbers: canonical` teacher states answers and steps this way, so that `follows` and
-    `correct` are string equalities a small judge can copy instead of numeric ones (`5600` vs `5,600`)."""
+    `0.50` → `0.5`). The graded teacher with `teacher_numbers: canonical` states answers and steps this way, so
+    that `follows` and `correct` are string equalities a small judge can copy instead of numeric ones (`5600` vs
+    `5,600`)."""
     m = _PLAIN_NUMBER.match(text.strip())
     if not m:
         return text
