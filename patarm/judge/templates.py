@@ -24,7 +24,7 @@ DEFAULT_TEMPLATE = "pointwise"
 DEFAULT_RUBRIC_MODE = "adaptive"
 # Every tag a prompt or an output uses; any of them inside user-supplied text is escaped.
 RESERVED_TAGS = ("think", "rubric", "eval", "score", "decision", "conversation", "response",
-                 "response_a", "response_b")
+                 "response_a", "response_b", "counts")
 _RESERVED_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(RESERVED_TAGS) + r")(\s*)>", re.IGNORECASE)
 
 
@@ -45,6 +45,7 @@ class JudgeTemplate:
     score_range: tuple[float, float] = (1, 10)
     decisions: tuple[str, ...] = ("A", "B", "tie")
     rubric_dirs: tuple[str, ...] = field(default_factory=tuple)
+    facts: tuple[str, ...] = ()  # fact sets (patarm.judge.facts) stated in the prompt's `{facts}` field
 
     @property
     def required_tags(self) -> tuple[str, ...]:
@@ -73,7 +74,8 @@ def _read_template(path: str) -> dict:
 
 def load_template(name_or_path: str | JudgeTemplate = DEFAULT_TEMPLATE, *, rubric_mode: str | None = None,
                   score_range: Sequence[float] | None = None, rubric_dirs: Sequence[str] = ()) -> JudgeTemplate:
-    """Load a bundled template by name (`pointwise`, `pairwise`, `pointwise-compact`) or a YAML path."""
+    """Load a bundled template by name (`pointwise`, `pairwise`, `pointwise-compact`, `pointwise-counts`) or a YAML
+    path."""
     if isinstance(name_or_path, JudgeTemplate):
         return name_or_path.with_options(rubric_mode=rubric_mode, score_range=score_range)
     path = Path(name_or_path)
@@ -94,10 +96,23 @@ def load_template(name_or_path: str | JudgeTemplate = DEFAULT_TEMPLATE, *, rubri
             rubric_instruction=data["rubric_instruction"], output_format=data["output_format"],
             score_range=tuple(float(x) for x in data.get("score_range", (1, 10))),
             decisions=tuple(data.get("decisions", ("A", "B", "tie"))), rubric_dirs=tuple(rubric_dirs),
+            facts=tuple(data.get("facts") or ()),
         )
     except KeyError as err:
         raise ValueError(f"{path}: judge template is missing the field {err}") from err
+    _check_facts(template, path)
     return template.with_options(rubric_mode=rubric_mode or DEFAULT_RUBRIC_MODE, score_range=score_range)
+
+
+def _check_facts(template: JudgeTemplate, path: Path) -> None:
+    from patarm.judge.facts import check_fact_sets
+
+    check_fact_sets(template.facts, f"{path}: `facts`")
+    if template.facts and template.kind != "pointwise":
+        raise ValueError(f"{path}: `facts` are stated about one response: a {template.kind} template cannot have them")
+    if bool(template.facts) != ("{facts}" in template.user):
+        raise ValueError(f"{path}: a template with `facts` states them in its user text's {{facts}} field, and only "
+                         "such a template has that field")
 
 
 def neutralize(text: str) -> str:
@@ -137,7 +152,12 @@ def render_pointwise(prompt: Sequence[dict[str, str]] | str, response: str, temp
     template = load_template(template or DEFAULT_TEMPLATE)
     if template.kind != "pointwise":
         raise ValueError(f"template {template.name!r} is {template.kind}, not pointwise")
-    return _fill(template, domain, conversation=render_conversation(prompt), response=neutralize(response))
+    facts = {}
+    if template.facts:
+        from patarm.judge.facts import facts_block
+
+        facts["facts"] = facts_block(template.facts, response)
+    return _fill(template, domain, conversation=render_conversation(prompt), response=neutralize(response), **facts)
 
 
 def render_pairwise(prompt: Sequence[dict[str, str]] | str, response_a: str, response_b: str,

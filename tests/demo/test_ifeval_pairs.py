@@ -9,6 +9,7 @@ import pytest
 
 from helpers import IFEVAL_ROW as ROW
 from helpers import ifeval_pair_row as _row
+from helpers import run_cli
 from patarm.demo.ifeval.pairs import label_pairs
 from patarm.demo.ifeval.teacher import ConstraintTeacher
 
@@ -60,3 +61,22 @@ def test_pairs_made_with_another_pairs_per_prompt_are_an_error_not_reused(tmp_pa
         stage_pairs(args, tmp_path, Clock())
     with pytest.raises(ValueError, match="--pairs_per_prompt must be >= 0"):
         parse_args(["--ifeval_file", str(tmp_path / "ifeval.jsonl"), "--pairs_per_prompt", "-2"])
+
+
+def test_a_judge_corpus_made_with_another_judge_template_is_an_error_not_reused(tmp_path, capsys):
+    from patarm.demo.ifeval.judge import stage_judge
+    from patarm.demo.ifeval.recipe import parse_args
+    from patarm.demo.kit import Clock
+
+    (tmp_path / "ifeval.jsonl").write_text(json.dumps(ROW) + "\n")
+    args = parse_args(["--run_dir", str(tmp_path), "--ifeval_file", str(tmp_path / "ifeval.jsonl"),
+                       "--judge_template", "pointwise-counts"])
+    folder = tmp_path / "prep" / "pointwise"
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"rows_in": 1, "rows_out": 1}))  # before the option: compact
+    with pytest.raises(ValueError, match=r"prep/pointwise: the judge's SFT corpus was made with judge_template "
+                                         r"pointwise-compact, this run asks for pointwise-counts; use another"):
+        stage_judge(args, tmp_path, [], [], Clock())
+    with pytest.raises(SystemExit) as bad:
+        run_cli("downstream", "--recipe", "ifeval", "--judge_template", "pointwise")
+    assert bad.value.code == 2 and "invalid choice" in capsys.readouterr().err

@@ -3,8 +3,9 @@ one: the checker-backed teacher's pointwise SFT corpus on the first `sft_pairs` 
 rejection-sampled with the SFT judge on the next `rl_pool` pairs, GRPO-PAR, export; then its accuracy on the dev
 pairs, and the BT model's training pairs (every pair the judge trained on).
 
-The judge prompt is the bundled `pointwise-compact` template rendered with the policy's prompt (which states its
-constraints) and the domain's primary rubric — what `patarm serve` renders for each request of the TRL adapter — so
+The judge prompt is the bundled `judge_template` (`pointwise-compact`; `pointwise-counts` also states the response's
+counts, `patarm.judge.facts`) rendered with the policy's prompt (which states its constraints) and the domain's
+primary rubric — what `patarm serve` renders for each request of the TRL adapter — so
 the judge is asked the same way in SFT, rejection sampling, GRPO, its own evaluation and as the served reward.
 """
 
@@ -19,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from patarm.demo.kit import Clock, stage_args, step_done, train_stage, trained, write_step
 from patarm.io import read_json, read_jsonl, write_json
 
-TEMPLATE = "pointwise-compact"
 logger = logging.getLogger("patarm.downstream")
 if TYPE_CHECKING:
     from patarm.demo.ifeval.recipe import IFEvalArguments
@@ -94,14 +94,23 @@ def stage_judge(args: IFEvalArguments, out: Path, train: list, dev: list, clock:
     from patarm.models import parse_tiny_spec
     from patarm.prep.corpus import pointwise_corpus
 
-    template = load_template(TEMPLATE, rubric_mode="primary")
+    template = load_template(args.judge_template, rubric_mode="primary")
     sft_pool, rl_pool = split_pool(train, args.sft_pairs, args.rl_pool)
     folder = out / "prep" / "pointwise"
-    if not step_done(folder):
+    if step_done(folder):
+        made_with = read_json(folder / "manifest.json").get("judge_template", "pointwise-compact")
+        if made_with != args.judge_template:
+            raise ValueError(f"{folder}: the judge's SFT corpus was made with judge_template {made_with}, this run "
+                             f"asks for {args.judge_template}; use another --run_dir (its prompts/, task/, prep/pairs/ "
+                             "and eval/start.json can be copied there), or delete the judge's stages (prep/pointwise, "
+                             "prep/rl, sft, grpo, export, eval/judge_pairs*)")
+    else:
         started = time.time()
         base = None if parse_tiny_spec(args.judge_base) is not None else args.judge_base
-        rows, manifest = pointwise_corpus(sft_pool, ConstraintTeacher(), template, args.sft_min_margin,
+        teacher = ConstraintTeacher(counts="text-counts" in template.facts)
+        rows, manifest = pointwise_corpus(sft_pool, teacher, template, args.sft_min_margin,
                                           render=_renderer(args, base))
+        manifest.extra["judge_template"] = args.judge_template
         if not rows:
             raise ValueError(f"the judge's SFT corpus is empty: no pair of {len(sft_pool)} has a teacher margin > "
                              f"{args.sft_min_margin} ({dict(manifest.dropped)}): raise pair_prompts or lower "
@@ -156,6 +165,7 @@ def _judge_grpo(args: IFEvalArguments, out: Path, pool: list, template: Any, clo
         train_stage("grpo", stage_args("grpo", args.judge_grpo_config, out, "--model_name_or_path", out / "sft",
                                        "--train_file", folder / "pairs.jsonl", "--output_dir", out / "grpo",
                                        "--seed", args.seed, "--max_steps", args.judge_grpo_steps,
+                                       "--judge_template", args.judge_template,
                                        "--max_prompt_length", args.max_prompt_tokens,
                                        "--max_completion_length", args.judge_max_new_tokens))
         clock.done("judge GRPO-PAR", started)

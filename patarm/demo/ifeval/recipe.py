@@ -111,6 +111,10 @@ class IFEvalArguments(DownstreamArguments):
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})
     judge_base: str = field(default="smollm2", metadata={"help": "the judge's base model spec"})
+    judge_template: str = field(default="pointwise-compact", metadata={
+        "help": "the judge's prompt: pointwise-compact, or pointwise-counts (the response's words, sentences, "
+                "highlights, ... counted as the checkers count them, stated after it: patarm.judge.facts; the "
+                "teacher's evidence then cites those counts)", "choices": ["pointwise-compact", "pointwise-counts"]})
     judge_sft_config: str = field(default=str(CONFIG_DIR / "ifeval-judge-sft.yaml"), metadata=_input(
         "the `patarm sft` config of the judge"))
     judge_grpo_config: str = field(default=str(CONFIG_DIR / "ifeval-judge-grpo.yaml"), metadata=_input(

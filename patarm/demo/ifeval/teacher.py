@@ -7,6 +7,11 @@ followed; `<score>` (1-10) follows from that share alone: 1 + 9 × followed / co
 The evidence comes first because a small judge learns a verdict it can derive from what it has just written
 (measured on this project's tiny judges: an `<eval>` without evidence taught one nothing).
 
+With the judge's prompt stating the response's counts (`ConstraintTeacher(counts=True)`, the `pointwise-counts`
+template: `patarm.judge.facts`), the evidence is what that block states, in its words (`17 words; needs at least
+300`, `highlights 2; needs at least 3`, `title yes`, `P.S. no`), so that the judge copies a number it was given
+and compares it with the request; the verdict is still the checker's.
+
 `ConstraintTeacher` is a backend (`kind: patarm.demo.ifeval.teacher:ConstraintTeacher`): it reads the pair and
 side of each prompt from `metadata`, as `patarm.prep.corpus` passes them; deterministic, so never cached.
 """
@@ -80,14 +85,59 @@ def evidence(iid: str, kwargs: dict[str, Any], response: str) -> str | None:
     return None
 
 
-def judgment_text(row: dict[str, Any], response: str) -> str:
-    """The teacher's judgment of `response` against the IFEval input `row`."""
+def counted_evidence(iid: str, kwargs: dict[str, Any], c: Any, response: str) -> str | None:
+    """The evidence of `iid` in the words of the `<counts>` block `c` (a `patarm.judge.facts.TextCounts`) states;
+    the constraints it does not count (keywords, letters: what the request names) as `evidence` states them."""
+    k = kwargs
+    counted = {
+        "length_constraints:number_words": lambda: f"words {c.words}; " + _relation(k, "num_words"),
+        "length_constraints:number_sentences": lambda: f"sentences {c.sentences}; " + _relation(k, "num_sentences"),
+        "length_constraints:number_paragraphs": lambda: f"*** paragraphs {c.star_paragraphs}"
+        + (" (one empty)" if c.star_empty_inside else "") + f"; needs {k.get('num_paragraphs')}",
+        "length_constraints:nth_paragraph_first_word": lambda: f"blank-line paragraphs {c.blank_line_paragraphs}; "
+        f"needs {k.get('num_paragraphs')}",
+        "punctuation:no_comma": lambda: f"commas {c.commas}",
+        "change_case:english_lowercase": lambda: f"case {c.case}",
+        "change_case:english_capital": lambda: f"case {c.case}",
+        "change_case:capital_word_frequency": lambda: f"capital words {c.capital_words}; "
+        + _relation(k, "capital_frequency", "capital_relation"),
+        "detectable_format:number_bullet_lists": lambda: f"bullets {c.bullets}; needs {k.get('num_bullets')}",
+        "detectable_format:number_highlighted_sections": lambda: f"highlights {c.highlights}; needs at least "
+        f"{k.get('num_highlights')}",
+        "detectable_format:multiple_sections": lambda: f"{k.get('section_spliter')} markers "
+        f"{c.upper_section_markers if k.get('section_spliter') == 'SECTION' else c.section_markers}; needs "
+        f"{k.get('num_sections')}",
+        "detectable_content:number_placeholders": lambda: f"placeholders {c.placeholders}; needs at least "
+        f"{k.get('num_placeholders')}",
+        "detectable_content:postscript": lambda: (f"P.P.S {_yes(c.pps)}" if k.get("postscript_marker") == "P.P.S"
+                                                  else f"P.S. {_yes(c.ps)}"),
+        "detectable_format:title": lambda: f"title {_yes(c.title)}",
+        "startend:quotation": lambda: f"quoted {_yes(c.quoted)}",
+        "detectable_format:json_format": lambda: f"JSON {_yes(c.json)}",
+        "combination:two_responses": lambda: f"****** parts {c.six_star_parts}",
+    }
+    return counted[iid]() if iid in counted else evidence(iid, kwargs, response)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def judgment_text(row: dict[str, Any], response: str, counts: bool = False) -> str:
+    """The teacher's judgment of `response` against the IFEval input `row`; with `counts`, its evidence in the words
+    of the `<counts>` block the judge's prompt states (`counted_evidence`)."""
     from patarm.demo.ifeval.pairs import followed
 
     verdicts = followed(row, response)
+    counted = None
+    if counts:
+        from patarm.judge.facts import text_counts
+
+        counted = text_counts(response)
     lines = []
     for iid, kwargs, ok in zip(row["instruction_id_list"], row["kwargs"], verdicts):
-        stated = evidence(iid, kwargs or {}, response)
+        stated = (evidence(iid, kwargs or {}, response) if counted is None
+                  else counted_evidence(iid, kwargs or {}, counted, response))
         name = iid.split(":", 1)[1]
         lines.append(f"{name} :: {stated} :: {'pass' if ok else 'fail'}" if stated else
                      f"{name} :: {'pass' if ok else 'fail'}")
@@ -101,8 +151,14 @@ class ConstraintTeacher:
 
     model_id = "ifeval-checker-teacher(if-verifiable strict)"
 
+    def __init__(self, counts: bool = False):
+        self.counts = counts
+        if counts:
+            self.model_id += "+counts"
+
     def sampling(self) -> dict[str, Any]:
-        return {"scale": "1 + 9 x share of constraints followed (strict)"}
+        return {"scale": "1 + 9 x share of constraints followed (strict)",
+                "evidence": "the <counts> block's words" if self.counts else "counted by the teacher"}
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
                  metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
@@ -110,4 +166,5 @@ class ConstraintTeacher:
 
         sides = pair_sides(metadata, len(prompts), "ConstraintTeacher", "ifeval", "a pair of IFEval input rows",
                            "patarm.demo.ifeval.pairs.label_pairs")
-        return [[judgment_text(pair.metadata["ifeval"], getattr(pair, side))] * num_samples for pair, side in sides]
+        return [[judgment_text(pair.metadata["ifeval"], getattr(pair, side), self.counts)] * num_samples
+                for pair, side in sides]
