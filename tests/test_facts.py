@@ -148,3 +148,26 @@ def test_the_teacher_cites_the_counts_in_their_words_and_its_verdicts_and_score_
     assert [line.rsplit(" :: ", 1)[-1] for line in plain.splitlines()] == [
         line.rsplit(" :: ", 1)[-1] for line in counted.splitlines()]
     assert ConstraintTeacher(counts=True).model_id.endswith("+counts")
+
+
+def test_a_server_whose_judge_was_trained_with_counts_states_them_and_says_at_start_what_counting_needs(
+        punkt, monkeypatch):
+    from patarm.serve.scorer import JudgeScorer, ScoreItem
+
+    class Stub:
+        calls: list = []
+
+        def generate(self, prompts, num_samples=1, seed=None):
+            self.calls.append(prompts)
+            return [["<eval>\nfollowed :: 1 of 1\n</eval>\n<score>10</score>"] * num_samples for _ in prompts]
+
+    backend = Stub()
+    (result,) = JudgeScorer(backend, template="pointwise-counts", rubric_mode="primary").score(
+        [ScoreItem("Write a note with a title.", RESPONSE, domain="instruction-following")])
+    assert result.scores == [10.0] and "\ntitle yes; P.S. yes;" in backend.calls[0][0][-1]["content"]
+    from if_verifiable.ifeval import instructions_util
+
+    monkeypatch.setattr(instructions_util, "_get_sentence_tokenizer",
+                        lambda: (_ for _ in ()).throw(LookupError("Resource punkt_tab not found.")))
+    with pytest.raises(LookupError, match="set NLTK_DATA"):
+        JudgeScorer(backend, template="pointwise-counts")

@@ -156,6 +156,10 @@ class JudgeScorer(Scorer):
         self.default = load_template(template, rubric_mode=rubric_mode)
         if self.default.kind != "pointwise":
             raise ValueError(f"the server scores pointwise; template {template!r} is {self.default.kind}")
+        if self.default.facts:  # what counting needs (NLTK's tables) is missing: say so at start, not per request
+            from patarm.judge.facts import facts_block
+
+            facts_block(self.default.facts, "A response. It has two sentences.")
         self.score_range = self.default.score_range
 
     def _template(self, item: ScoreItem) -> JudgeTemplate:
