@@ -171,3 +171,54 @@ def test_a_server_whose_judge_was_trained_with_counts_states_them_and_says_at_st
                         lambda: (_ for _ in ()).throw(LookupError("Resource punkt_tab not found.")))
     with pytest.raises(LookupError, match="set NLTK_DATA"):
         JudgeScorer(backend, template="pointwise-counts")
+
+
+def test_a_bt_model_trained_with_the_counts_reads_them_in_training_and_as_a_reward(punkt, tmp_path):
+    import json
+
+    import torch
+    from transformers import Qwen3Config, Qwen3ForSequenceClassification
+    from trl.data_utils import apply_chat_template
+
+    from patarm.data import PreferencePair
+    from patarm.demo.downstream.rewards import ScalarReward
+    from patarm.models.tiny import build_tokenizer
+    from patarm.train.bt import BTDataArguments, preference_rows
+
+    pair = PreferencePair(id="p", prompt=[{"role": "user", "content": "Say hi."}], chosen="Hi, you.", rejected="hi")
+    (row,) = preference_rows([pair], ["text-counts"])
+    assert row["chosen"][0]["content"] == "Hi, you.\n<counts>\n" + facts.facts_block(("text-counts",), "Hi, you.") + (
+        "\n</counts>") and row["rejected"][0]["content"].startswith("hi\n<counts>\nwords 1;")
+    assert preference_rows([pair])[0]["chosen"][0]["content"] == "Hi, you."
+    with pytest.raises(ValueError, match="--facts: unknown facts"):
+        BTDataArguments(facts=["word-ages"])
+
+    tok = build_tokenizer(["say hi", "hi you", "words sentences commas counts"], vocab_size=300)
+    torch.manual_seed(0)
+    model = Qwen3ForSequenceClassification(Qwen3Config(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, num_labels=1, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    (tmp_path / "patarm_config.json").write_text(json.dumps({"stage": "bt", "data": {"facts": ["text-counts"]}}))
+    prompts, completions = [[{"role": "user", "content": "Say hi."}]] * 2, ["Hi, you.", "hi"]
+    got = ScalarReward(tmp_path)(prompts, completions)
+    texts = [apply_chat_template({"messages": p + [{"role": "assistant", "content": facts.with_facts(c, [
+        "text-counts"])}]}, tok)["text"] for p, c in zip(prompts, completions)]
+    enc = tok(texts, return_tensors="pt", padding=True, padding_side="right", add_special_tokens=False)
+    with torch.inference_mode():
+        want = model.eval()(**enc).logits[:, 0].tolist()
+    assert got == pytest.approx(want, abs=1e-5)
+
+
+def test_a_bt_model_trained_with_other_facts_is_an_error_not_reused(tmp_path):
+    import json
+
+    from patarm.demo.downstream import loop
+    from patarm.demo.downstream.config import DownstreamArguments
+
+    folder = tmp_path / "bt"
+    folder.mkdir()
+    (folder / "patarm_config.json").write_text(json.dumps({"stage": "bt", "data": {"facts": []}}))  # trained
+    with pytest.raises(ValueError, match=r"trained with facts \[\], this run asks for \['text-counts'\]"):
+        loop.stage_bt(DownstreamArguments(run_dir=str(tmp_path), bt_facts=["text-counts"]), tmp_path)

@@ -157,3 +157,12 @@ def check_fact_sets(names: tuple[str, ...], where: str) -> None:
 def facts_block(names: tuple[str, ...], response: str) -> str:
     """The text of the template's `{facts}` field: each named fact set's lines, in order."""
     return "\n".join(FACT_SETS[n](response) for n in names)
+
+
+def with_facts(response: str, names: tuple[str, ...] | list[str]) -> str:
+    """`response` with the named facts appended in a `<counts>` block, as a judge template states them after the
+    response: what a scalar (BT) reward model reads when it is given the same counts as the judge (`patarm bt
+    --facts text-counts`). Unchanged without `names`."""
+    if not names:
+        return response
+    return f"{response}\n<counts>\n{facts_block(tuple(names), response)}\n</counts>"

@@ -26,16 +26,28 @@ class BTDataArguments(RunArguments):
                             "pairs of the run's pointwise SFT corpus, the judge's own training pairs"})
     on_error: str = field(default="raise", metadata={"help": "Malformed rows: 'raise' or 'skip' (counted)."})
     max_pairs: int | None = field(default=None, metadata={"help": "Use at most this many pairs."})
+    facts: list[str] = field(default_factory=list, metadata={
+        "help": "facts stated after each response, as a judge template states them (patarm.judge.facts: "
+                "text-counts): the BT model reads the same counts as a `pointwise-counts` judge; recorded with the "
+                "model, so its scorers state them too"})
+
+    def __post_init__(self) -> None:
+        from patarm.judge.facts import check_fact_sets
+
+        check_fact_sets(tuple(self.facts), "--facts")
 
 
 class PaTaRMRewardTrainer(AtomicCheckpointMixin, RewardTrainer):
     """RewardTrainer whose checkpoints are marked complete only once fully written."""
 
 
-def preference_rows(pairs) -> list[dict]:
-    """Pairs in TRL's conversational preference format (prompt / chosen / rejected messages)."""
-    return [{"prompt": p.prompt, "chosen": [{"role": "assistant", "content": p.chosen}],
-             "rejected": [{"role": "assistant", "content": p.rejected}]} for p in pairs]
+def preference_rows(pairs, facts: tuple[str, ...] | list[str] = ()) -> list[dict]:
+    """Pairs in TRL's conversational preference format (prompt / chosen / rejected messages); with `facts`, each
+    response with them appended (`patarm.judge.facts.with_facts`)."""
+    from patarm.judge.facts import with_facts
+
+    return [{"prompt": p.prompt, "chosen": [{"role": "assistant", "content": with_facts(p.chosen, facts)}],
+             "rejected": [{"role": "assistant", "content": with_facts(p.rejected, facts)}]} for p in pairs]
 
 
 def _load_scalar_model(spec: str, texts: list[str], seed: int, output_dir: str):
@@ -52,7 +64,7 @@ def _load_scalar_model(spec: str, texts: list[str], seed: int, output_dir: str):
 def train(data: BTDataArguments, args: RewardConfig, model_args: ModelConfig) -> PaTaRMRewardTrainer:
     setup_logging(args)
     pairs = load_pairs(data.train_file, on_error=data.on_error, limit=data.max_pairs).pairs
-    rows = preference_rows(pairs)
+    rows = preference_rows(pairs, data.facts)
     texts = [p.question for p in pairs] + [p.chosen for p in pairs] + [p.rejected for p in pairs]
     model, tokenizer = _load_scalar_model(model_args.model_name_or_path, texts, args.seed, args.output_dir)
     trainer = PaTaRMRewardTrainer(model=model, args=args, train_dataset=Dataset.from_list(rows),

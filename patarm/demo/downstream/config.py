@@ -45,6 +45,9 @@ class DownstreamArguments(RunArguments):
         "help": "train the BT model on at most this many of the judge's pairs (its loss is ~0 long before 6,400)"})
     bt_config: str = field(default=str(CONFIG_DIR / "downstream-bt.yaml"), metadata=_path(
         "the `patarm bt` config of the BT reward model"))
+    bt_facts: list[str] = field(default_factory=list, metadata={
+        "help": "facts the BT model reads after each response (`patarm bt --facts`; text-counts: what a "
+                "`pointwise-counts` judge is told), in training and as a reward"})
     score_with: list[str] = field(default_factory=lambda: ["judge", "bt"], metadata={
         "help": "reward models that score every policy's held-out responses (next to the verified measures)"})
     # --- the synthetic task (CPU)

@@ -165,8 +165,16 @@ def stage_bt(args: DownstreamArguments, out: Path) -> str:
     if args.bt_model:
         return args.bt_model
     folder = out / "bt"
-    if not trained(folder):
-        flags = ["--train_file", args.bt_pairs_path(), "--output_dir", folder, "--seed", args.seed]
+    if trained(folder):
+        from patarm.models.settings import read_run_config
+
+        made_with = (read_run_config(folder).get("data") or {}).get("facts") or []
+        if made_with != list(args.bt_facts):
+            raise ValueError(f"{folder}: this BT model was trained with facts {made_with}, this run asks for "
+                             f"{list(args.bt_facts)}; use another --run_dir, or delete {folder}")
+    else:
+        flags = ["--train_file", args.bt_pairs_path(), "--output_dir", folder, "--seed", args.seed,
+                 *(["--facts", *args.bt_facts] if args.bt_facts else [])]
         train_stage("bt", stage_args("bt", args.bt_config, out, *flags,
                                      *(["--max_pairs", args.bt_max_pairs] if args.bt_max_pairs else [])))
     return str(folder)

@@ -60,6 +60,7 @@ class ScalarReward:
 
     def __init__(self, path: str | os.PathLike, batch_size: int = 64, device: str | None = None):
         self.path, self.batch_size, self.device = str(path), batch_size, device
+        self.facts: tuple[str, ...] = ()  # what the model was trained to read after each response (its config)
         self._model: Any = None
         self._tokenizer: Any = None
 
@@ -68,9 +69,11 @@ class ScalarReward:
         from transformers import AutoModelForSequenceClassification
 
         from patarm.models import load_tokenizer
+        from patarm.models.settings import read_run_config
 
         self._tokenizer = load_tokenizer(self.path, padding_side="right")
         self._model = AutoModelForSequenceClassification.from_pretrained(self.path).eval()
+        self.facts = tuple((read_run_config(self.path).get("data") or {}).get("facts") or ())  # as it was trained
         self.device = self.device or str(PartialState().device)  # this process's device under accelerate
         self._model.to(self.device)
 
@@ -79,10 +82,13 @@ class ScalarReward:
 
         if self._model is None:
             self._load()
+        from patarm.judge.facts import with_facts
+
         texts = []
         for prompt, completion in zip(prompts, completions):
             messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
-            conversation = [*messages, {"role": "assistant", "content": completion_text(completion)}]
+            response = with_facts(completion_text(completion), self.facts)
+            conversation = [*messages, {"role": "assistant", "content": response}]
             texts.append(self._tokenizer.apply_chat_template(conversation, tokenize=False))
         scores: list[float] = []
         for start in range(0, len(texts), self.batch_size):
