@@ -121,7 +121,7 @@ def text_counts(response: str) -> TextCounts:
         quoted=len(r.strip()) > 1 and r.strip()[0] == '"' and r.strip()[-1] == '"', json=_is_json(r))
 
 
-def _yes(flag: bool) -> str:
+def yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
@@ -133,8 +133,8 @@ def render_counts(c: TextCounts) -> str:
         f"{paragraphs}; blank-line paragraphs {c.blank_line_paragraphs}; ****** parts {c.six_star_parts}; "
         f"highlights {c.highlights}; bullets {c.bullets}; placeholders {c.placeholders}; Section markers "
         f"{c.section_markers}; SECTION markers {c.upper_section_markers}",
-        f"title {_yes(c.title)}; P.S. {_yes(c.ps)}; P.P.S {_yes(c.pps)}; quoted {_yes(c.quoted)}; "
-        f"JSON {_yes(c.json)}",
+        f"title {yes_no(c.title)}; P.S. {yes_no(c.ps)}; P.P.S {yes_no(c.pps)}; quoted {yes_no(c.quoted)}; "
+        f"JSON {yes_no(c.json)}",
     ])
 
 

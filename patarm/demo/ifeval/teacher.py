@@ -88,6 +88,8 @@ def evidence(iid: str, kwargs: dict[str, Any], response: str) -> str | None:
 def counted_evidence(iid: str, kwargs: dict[str, Any], c: Any, response: str) -> str | None:
     """The evidence of `iid` in the words of the `<counts>` block `c` (a `patarm.judge.facts.TextCounts`) states;
     the constraints it does not count (keywords, letters: what the request names) as `evidence` states them."""
+    from patarm.judge.facts import yes_no as _yes
+
     k = kwargs
     counted = {
         "length_constraints:number_words": lambda: f"words {c.words}; " + _relation(k, "num_words"),
@@ -117,10 +119,6 @@ def counted_evidence(iid: str, kwargs: dict[str, Any], c: Any, response: str) ->
         "combination:two_responses": lambda: f"****** parts {c.six_star_parts}",
     }
     return counted[iid]() if iid in counted else evidence(iid, kwargs, response)
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
 
 
 def judgment_text(row: dict[str, Any], response: str, counts: bool = False) -> str:
