@@ -22,6 +22,24 @@ def smollm2_missing() -> str | None:
     return None if find_spec("gguf") else "the gguf package is not installed (`make install`, or pip install gguf)"
 
 
+def tiny_scalar_model(folder: Path, texts: list[str]):
+    """(model, tokenizer): a random 1-layer Qwen3 sequence classifier with a tokenizer built from `texts`, saved in
+    `folder` as a `patarm bt` output folder is (for ScalarReward)."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForSequenceClassification
+
+    from patarm.models.tiny import build_tokenizer
+
+    tok = build_tokenizer(texts, vocab_size=300)
+    torch.manual_seed(0)
+    model = Qwen3ForSequenceClassification(Qwen3Config(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, num_labels=1, pad_token_id=tok.pad_token_id))
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return model, tok
+
+
 def run_cli(*argv: object) -> None:
     """`patarm ARGV...` in this process (what a user types); a command error exits with SystemExit(2)."""
     from patarm.cli import main

@@ -177,12 +177,11 @@ def test_a_bt_model_trained_with_the_counts_reads_them_in_training_and_as_a_rewa
     import json
 
     import torch
-    from transformers import Qwen3Config, Qwen3ForSequenceClassification
     from trl.data_utils import apply_chat_template
 
+    from helpers import tiny_scalar_model
     from patarm.data import PreferencePair
     from patarm.demo.downstream.rewards import ScalarReward
-    from patarm.models.tiny import build_tokenizer
     from patarm.train.bt import BTDataArguments, preference_rows
 
     pair = PreferencePair(id="p", prompt=[{"role": "user", "content": "Say hi."}], chosen="Hi, you.", rejected="hi")
@@ -193,13 +192,7 @@ def test_a_bt_model_trained_with_the_counts_reads_them_in_training_and_as_a_rewa
     with pytest.raises(ValueError, match="--facts: unknown facts"):
         BTDataArguments(facts=["word-ages"])
 
-    tok = build_tokenizer(["say hi", "hi you", "words sentences commas counts"], vocab_size=300)
-    torch.manual_seed(0)
-    model = Qwen3ForSequenceClassification(Qwen3Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, num_labels=1, pad_token_id=tok.pad_token_id))
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    model, tok = tiny_scalar_model(tmp_path, ["say hi", "hi you", "words sentences commas counts"])
     (tmp_path / "patarm_config.json").write_text(json.dumps({"stage": "bt", "data": {"facts": ["text-counts"]}}))
     prompts, completions = [[{"role": "user", "content": "Say hi."}]] * 2, ["Hi, you.", "hi"]
     got = ScalarReward(tmp_path)(prompts, completions)

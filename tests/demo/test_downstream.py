@@ -85,18 +85,11 @@ def test_rule_reward_and_monitor_log_the_verified_share():
 
 def test_scalar_reward_scores_exactly_what_trl_feeds_a_reward_model(tmp_path):
     import torch
-    from transformers import Qwen3Config, Qwen3ForSequenceClassification
     from trl.data_utils import apply_chat_template
 
-    from patarm.models.tiny import build_tokenizer
+    from helpers import tiny_scalar_model
 
-    tok = build_tokenizer(["write a sentence about the sea", "the sea is calm", "THE SEA IS CALM"], vocab_size=300)
-    torch.manual_seed(0)
-    model = Qwen3ForSequenceClassification(Qwen3Config(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, num_labels=1, pad_token_id=tok.pad_token_id))
-    model.save_pretrained(tmp_path)
-    tok.save_pretrained(tmp_path)
+    model, tok = tiny_scalar_model(tmp_path, ["write a sentence about the sea", "the sea is calm", "THE SEA IS CALM"])
     prompts = [[{"role": "user", "content": "write a sentence about the sea"}]] * 2
     completions = ["the sea is calm", "THE SEA IS CALM AND VERY VERY LONG"]
     got = ScalarReward(tmp_path)(prompts, completions)
