@@ -57,24 +57,13 @@ class TextCounts:
     json: bool  # json_format: parses as JSON (a ``` fence stripped)
 
 
-def _sentences(text: str) -> int:
-    from if_verifiable.ifeval import instructions_util as util
-
+def _with_punkt(count, text: str, what: str) -> int:
+    """`count(text)` with a clear error when NLTK's punkt tables (which `count` needs) are missing."""
     try:
-        return util.count_sentences(text)
-    except LookupError as err:  # NLTK's punkt tables missing
-        raise LookupError(f"counting sentences for the judge's <counts> needs NLTK's punkt tables: set NLTK_DATA to "
-                          f"a folder that has them (e.g. ../shared/benchmarks/nltk_data) ({err})") from None
-
-
-def _capital_words(text: str) -> int:
-    from if_verifiable.ifeval import instructions_util as util
-
-    try:
-        return sum(word.isupper() for word in util.nltk.word_tokenize(text))
+        return count(text)
     except LookupError as err:
-        raise LookupError(f"counting capital words for the judge's <counts> needs NLTK's punkt tables: set "
-                          f"NLTK_DATA to a folder that has them ({err})") from None
+        raise LookupError(f"counting {what} for the judge's <counts> needs NLTK's punkt tables: set NLTK_DATA to a "
+                          f"folder that has them (e.g. ../shared/benchmarks/nltk_data) ({err})") from None
 
 
 def _star_paragraphs(text: str) -> tuple[int, bool]:
@@ -106,7 +95,8 @@ def text_counts(response: str) -> TextCounts:
     stars, empty_inside = _star_paragraphs(r)
     lowered = r.lower()
     return TextCounts(
-        words=util.count_words(r), sentences=_sentences(r), commas=r.count(","), capital_words=_capital_words(r),
+        words=util.count_words(r), sentences=_with_punkt(util.count_sentences, r, "sentences"), commas=r.count(","),
+        capital_words=_with_punkt(lambda t: sum(w.isupper() for w in util.nltk.word_tokenize(t)), r, "capital words"),
         case="lower" if r.islower() else "upper" if r.isupper() else "mixed",
         star_paragraphs=stars, star_empty_inside=empty_inside,
         blank_line_paragraphs=sum(bool(p.strip()) for p in re.split(r"\n\s*\n", r)),
