@@ -174,9 +174,12 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
                        "label-reward": {"reward", "run_dir", "ablation"},
                        "sft-more": {"grpo_steps", "sft_epochs", "run_dir", "ablation"},
                        "rubric-adaptive": {"rubric_mode", "max_new_tokens", "run_dir", "ablation"},
-                       "numbers-canonical": {"teacher_numbers", "run_dir", "ablation"}}
+                       "numbers-canonical": {"teacher_numbers", "run_dir", "ablation"},
+                       "issues-line": {"teacher_issues_line", "max_new_tokens", "run_dir", "ablation"}}
     with pytest.raises(ValueError, match="teacher_numbers canonical needs teacher graded"):
         parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_numbers", "canonical"])
+    with pytest.raises(ValueError, match="teacher_issues_line needs teacher graded"):
+        parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_issues_line", "true"])
     with pytest.raises(ValueError, match="no such ablation"):
         parse_args(["--ablation", "nope"])
     with pytest.raises(ValueError, match="sft_epochs must be > 0"):

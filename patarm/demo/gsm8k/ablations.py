@@ -6,7 +6,8 @@ changes one thing on the reference arm (same default config, seed and compute), 
 
 Rows: `baseline` (the recipe as shipped), `f-constant` (graded vs constant f(δ)), `label-reward` (PAR vs a
 pointwise ±1 label reward), `sft-more` (GRPO-PAR vs more SFT epochs), `rubric-adaptive` (rubric mode primary vs
-adaptive), `numbers-canonical` (the teacher states numbers in one spelling: evidence-verdict consistency).
+adaptive), `numbers-canonical` (the teacher states numbers in one spelling), `issues-line` (the teacher states the
+count of issues before the score) — the last two for evidence-verdict consistency.
 `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`); the rows that change
 only GRPO (f-constant, label-reward) link the baseline row's SFT judge, corpus, RL set and judgments
 (`reuse_sft`, patarm.demo.gsm8k.reuse), so they differ from it in GRPO alone. `--reuse_sft RUN` (e.g. a finished

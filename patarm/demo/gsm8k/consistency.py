@@ -5,7 +5,8 @@ A judgment is checked against its own `<eval>` lines (`criterion :: value`), nev
 - `correct` agrees with the stated answers: `pass` exactly when the stated final answer equals the stated
   reference answer (math-verify); `unknown` when the reference is "not mounted" (graded scale; the binary scale
   writes pass/fail without a reference, which cannot be checked and is counted consistent);
-- graded scale only: `follows` agrees with the stated last step and final answer;
+- graded scale only: `follows` agrees with the stated last step and final answer, and an `issues` line (where the
+  teacher states one: `teacher_issues_line`) with the issues the lines above it state;
 - the score is the scale's score of the stated evidence (`evidence.score_of`; binary: 9 for pass, 2 for fail).
 
 Statuses: `consistent`, `inconsistent` (a stated conclusion contradicts stated evidence), `incomplete` (no score,
@@ -23,7 +24,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from patarm.demo.gsm8k.evidence import FIELDS, NOT_MOUNTED, Evidence, score_of
+from patarm.demo.gsm8k.evidence import FIELDS, ISSUES, NOT_MOUNTED, Evidence, score_of
 
 _LINE = re.compile(r"^\s*(?:[-*]\s*)?([^:\n]+?)\s*::\s*(.*?)\s*$")
 _STEPS = re.compile(r"^(\d+) of (\d+)$")
@@ -63,6 +64,8 @@ def _check_graded(lines: dict[str, str], score: float) -> tuple[str, str]:
                  None if not mounted else verdict == "pass", int(steps.group(2)), int(steps.group(1)),
                  None if last == "none" else last, None if follows == "no step" else follows == "yes",
                  () if unused == "none" else tuple(unused.split(", ")))
+    if ISSUES in lines and lines[ISSUES] != str(e.issues):
+        return "inconsistent", f"issues :: {lines[ISSUES]} but the stated evidence has {e.issues}"
     if score != score_of(e):
         return "inconsistent", f"score {score:g} but the stated evidence gives {score_of(e)}"
     return "consistent", ""

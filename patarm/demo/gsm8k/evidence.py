@@ -10,6 +10,7 @@ Evidence (each line of the `<eval>`, in this order, then the score):
     last step :: 26                   the last calculator step's stated result, or "none"
     follows :: yes                    the final answer equals the last step's result: yes | no | no step
     unused numbers :: none            numbers of the question the solution never mentions (up to 3), or "none"
+    issues :: 0                       (with `issues_line` only) the count of issues the lines above state
 
 The verdict comes right after the two answers it compares (it came last until 2026-12-02): with it there, the
 SFT judge's P(pass) at the verdict separated the correct from the incorrect solution of a held-out pair 0.935 of the
@@ -23,6 +24,10 @@ an unused number of the question — so 0-3 issues.
     reference mounted, correct :: fail     4 − issues      (1-4)
     not mounted (correct :: unknown)       7 − 3 × issues  (7, 4, 1)
     no final answer                        1
+
+With `issues_line` (the recipe's `teacher_issues_line`, ablation `issues-line`) the teacher also states the count of
+issues as a last `<eval>` line, so the score is a lookup from a stated number rather than a sum the judge must do
+while writing the score: the seed-0 SFT judge's commonest slip was a `follows :: no` it stated and did not subtract.
 
 With the reference, every correct solution outranks every incorrect one (≥ 7 vs ≤ 4: a chosen/rejected margin
 δ ≥ 3 > 2, PAR's graded f(δ) pays its higher value), and the issues order the solutions within each side, so the
@@ -42,6 +47,7 @@ from patarm.skills.verifiers import calculator_steps, unused_numbers
 MAX_ANSWER_CHARS = 40  # a final answer shown in the evidence is cut here (the pool's are numbers)
 NOT_MOUNTED = "not mounted"
 FIELDS = ("final answer", "reference answer", "correct", "wrong steps", "last step", "follows", "unused numbers")
+ISSUES = "issues"  # the optional last line (`issues_line`): the count of issues stated above it
 
 
 _PLAIN_NUMBER = re.compile(r"^\$?(-?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d*))?$")
@@ -118,14 +124,15 @@ def verdict_word(correct: bool | None) -> str:
     return "unknown" if correct is None else ("pass" if correct else "fail")
 
 
-def eval_lines(e: Evidence) -> list[str]:
-    """The `<eval>` lines: the two answers, the verdict on them, then the steps' evidence (`FIELDS`' order)."""
+def eval_lines(e: Evidence, issues_line: bool = False) -> list[str]:
+    """The `<eval>` lines: the two answers, the verdict on them, then the steps' evidence (`FIELDS`' order), then
+    with `issues_line` the count of issues."""
     follows = "no step" if e.follows is None else ("yes" if e.follows else "no")
     return [f"final answer :: {e.final or 'none'}",
             f"reference answer :: {NOT_MOUNTED if e.reference is None else e.reference}",
             f"correct :: {verdict_word(e.correct)}", f"wrong steps :: {e.wrong} of {e.steps}",
             f"last step :: {e.last or 'none'}", f"follows :: {follows}",
-            f"unused numbers :: {', '.join(e.unused) or 'none'}"]
+            f"unused numbers :: {', '.join(e.unused) or 'none'}"] + ([f"{ISSUES} :: {e.issues}"] if issues_line else [])
 
 
 def rubric_lines(question: str, reference: str | None, canonical: bool = False) -> list[str]:
@@ -139,7 +146,7 @@ def rubric_lines(question: str, reference: str | None, canonical: bool = False) 
     return lines
 
 
-def judgment_text(e: Evidence, rubric: list[str] | None = None) -> str:
+def judgment_text(e: Evidence, rubric: list[str] | None = None, issues_line: bool = False) -> str:
     """The graded teacher's judgment: (`<rubric>` in the adaptive mode,) the `<eval>` lines, `<score>`."""
     head = "" if rubric is None else "<rubric>\n" + "\n".join(rubric) + "\n</rubric>\n"
-    return head + "<eval>\n" + "\n".join(eval_lines(e)) + f"\n</eval>\n<score>{score_of(e)}</score>"
+    return head + "<eval>\n" + "\n".join(eval_lines(e, issues_line)) + f"\n</eval>\n<score>{score_of(e)}</score>"

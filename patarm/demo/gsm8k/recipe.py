@@ -74,6 +74,9 @@ class GSM8KArguments(RunArguments):
                                  "the last step as written (5,600 / 75.00) or canonical (5600 / 75), so that "
                                  "`correct` and `follows` are string equalities (ablation numbers-canonical)",
                                  "choices": ["as-written", "canonical"]})
+    teacher_issues_line: bool = field(default=False, metadata={"help": "graded teacher: also state the count of "
+                                      "issues as the last <eval> line (`issues :: 1`), so the score is a lookup "
+                                      "from a stated number (ablation issues-line)"})
     margin: str = field(default="graded", metadata={"help": "GRPO-PAR's f(δ): graded or constant (ablation)"})
     reward: str = field(default="par", metadata={"help": "GRPO reward: par, or label (ablation: +1/−1 per rollout "
                         "against the pair's label)", "choices": ["par", "label"]})
@@ -164,6 +167,8 @@ class GSM8KArguments(RunArguments):
         if self.teacher_numbers != "as-written" and self.teacher != "graded":
             raise ValueError("teacher_numbers canonical needs teacher graded (the binary teacher states numbers as "
                              "written)")
+        if self.teacher_issues_line and self.teacher != "graded":
+            raise ValueError("teacher_issues_line needs teacher graded (the binary teacher counts no issues)")
         if self.rubric_mode == "adaptive" and self.teacher != "graded":
             raise ValueError("rubric_mode adaptive needs teacher graded (the binary teacher writes no <rubric>)")
         if "evidence" in self.arms and self.teacher != "graded":

@@ -27,9 +27,10 @@ from patarm.io import read_json
 
 logger = logging.getLogger("patarm.gsm8k")
 
-SFT_KEYS = ("data_dir", "model", "teacher", "teacher_numbers", "skill", "rubric_mode", "sft_epochs",
-            "heldout_problems", "sft_problems", "pairs_per_problem", "follows_no_repeat", "sft_min_margin",
-            "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens", "sft_config", "seed", "split_seed")
+SFT_KEYS = ("data_dir", "model", "teacher", "teacher_numbers", "teacher_issues_line", "skill", "rubric_mode",
+            "sft_epochs", "heldout_problems", "sft_problems", "pairs_per_problem", "follows_no_repeat",
+            "sft_min_margin", "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens", "sft_config", "seed",
+            "split_seed")
 RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "rl_keep_rewards", "eval_dtype", "eval_batch_size", "judge_device")
 EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probability")
 # what decides the base judge's greedy judgments (the model, the held-out problems, the prompt, the length)

@@ -66,8 +66,9 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
         started = time.time()
         pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill, evidence)
         margin = args.sft_min_margin if disclose else args.rule_sft_min_margin
-        rows, manifest = pointwise_corpus(pairs, make_teacher(args.teacher, args.rubric_mode, args.teacher_numbers),
-                                          evaluate.judge_template(args.rubric_mode), margin, render=_renderer(args))
+        teacher = make_teacher(args.teacher, args.rubric_mode, args.teacher_numbers, args.teacher_issues_line)
+        rows, manifest = pointwise_corpus(pairs, teacher, evaluate.judge_template(args.rubric_mode), margin,
+                                          render=_renderer(args))
         if not rows:
             raise ValueError(f"{d.name}: the SFT corpus is empty — the teacher's margin exceeded the filter "
                              f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "

@@ -83,28 +83,28 @@ NUMBERS = ("as-written", "canonical")  # how the graded teacher spells the numbe
 class GradedTeacher:
     """Graded pointwise judgments (1-10) of GSM8K solutions from checkable evidence (`evidence.py`); with
     `rubric_mode="adaptive"` a sample-specific `<rubric>` comes first; with `numbers="canonical"` the answers and
-    the last step are stated in one spelling (`evidence.canonical_number`: `5,600` and `5600.00` as `5600`).
-    Deterministic, so never cached."""
+    the last step are stated in one spelling (`evidence.canonical_number`: `5,600` and `5600.00` as `5600`); with
+    `issues_line` the count of issues is stated before the score. Deterministic, so never cached."""
 
     model_id = "graded-verifier-teacher(math-verify reference-match, calculator steps)"
 
-    def __init__(self, rubric_mode: str = "primary", numbers: str = "as-written"):
+    def __init__(self, rubric_mode: str = "primary", numbers: str = "as-written", issues_line: bool = False):
         if rubric_mode not in ("primary", "adaptive"):
             raise ValueError(f"GradedTeacher: rubric_mode must be primary or adaptive, got {rubric_mode!r}")
         if numbers not in NUMBERS:
             raise ValueError(f"GradedTeacher: numbers must be one of {list(NUMBERS)}, got {numbers!r}")
-        self.rubric_mode, self.numbers = rubric_mode, numbers
+        self.rubric_mode, self.numbers, self.issues_line = rubric_mode, numbers, bool(issues_line)
 
     def sampling(self) -> dict[str, Any]:
         return {"scale": "graded 1-10 (patarm.demo.gsm8k.evidence)", "rubric_mode": self.rubric_mode,
-                "numbers": self.numbers}
+                "numbers": self.numbers, "issues_line": self.issues_line}
 
     def judge(self, question: str, response: str, reference: str, disclose: bool) -> str:
         """One judgment; the reference decides correctness only when disclosed (else the evidence-only rule)."""
         shown, canonical = reference if disclose else None, self.numbers == "canonical"
         correct = verify(question, response, reference)[1] if disclose else None
         rubric = rubric_lines(question, shown, canonical) if self.rubric_mode == "adaptive" else None
-        return graded_text(gather(question, response, shown, correct, canonical), rubric)
+        return graded_text(gather(question, response, shown, correct, canonical), rubric, self.issues_line)
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
                  metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
@@ -117,8 +117,10 @@ TEACHERS = {"graded": GradedTeacher, "binary": VerifierTeacher}
 SKILL_OF = {"graded": "gsm8k-judge-graded", "binary": "gsm8k-judge"}  # the compact skill describing its output
 
 
-def make_teacher(name: str, rubric_mode: str = "primary", numbers: str = "as-written") -> Any:
-    """The teacher named in the recipe config (`teacher:`, `rubric_mode:`, `teacher_numbers:`)."""
+def make_teacher(name: str, rubric_mode: str = "primary", numbers: str = "as-written",
+                 issues_line: bool = False) -> Any:
+    """The teacher named in the recipe config (`teacher:`, `rubric_mode:`, `teacher_numbers:`,
+    `teacher_issues_line:`)."""
     if name not in TEACHERS:
         raise ValueError(f"teacher must be one of {sorted(TEACHERS)}, got {name!r}")
     if name == "binary" and rubric_mode != "primary":
@@ -126,4 +128,6 @@ def make_teacher(name: str, rubric_mode: str = "primary", numbers: str = "as-wri
     if name == "binary" and numbers != "as-written":
         raise ValueError("the binary teacher states numbers as written: use teacher_numbers as-written, or teacher "
                          "graded")
-    return GradedTeacher(rubric_mode, numbers) if name == "graded" else VerifierTeacher()
+    if name == "binary" and issues_line:
+        raise ValueError("the binary teacher counts no issues: use teacher_issues_line false, or teacher graded")
+    return GradedTeacher(rubric_mode, numbers, issues_line) if name == "graded" else VerifierTeacher()
