@@ -110,7 +110,7 @@ def test_a_response_too_long_to_count_is_said_so_and_missing_punkt_tables_are_a_
         raise LookupError("Resource punkt_tab not found.")
 
     monkeypatch.setattr(instructions_util, "_get_sentence_tokenizer", missing)
-    with pytest.raises(LookupError, match="needs NLTK's punkt tables: set NLTK_DATA"):
+    with pytest.raises(LookupError, match="needs NLTK's punkt tables: pass --nltk-data"):
         facts.text_counts("A sentence.")
 
 

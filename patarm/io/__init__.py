@@ -57,6 +57,15 @@ class DataError(ValueError):
         super().__init__(f"{where}: {message} (reason: {reason}). {hint}")
 
 
+class MissingNLTKData(LookupError, RuntimeError):
+    """NLTK's punkt tables are not where NLTK looks (offline: no download). A LookupError, as NLTK raises, and a
+    RuntimeError, so the CLI prints it as one line instead of a traceback (an IndexError stays a bug)."""
+
+    def __init__(self, need: str, err: BaseException):
+        first = next((line.strip() for line in str(err).splitlines() if "Resource" in line), type(err).__name__)
+        super().__init__(f"{need} needs NLTK's punkt tables: pass --nltk-data / --nltk_data DIR or set NLTK_DATA to a "
+                         f"folder that has tokenizers/punkt_tab (e.g. ../shared/benchmarks/nltk_data) ({first})")
+
 
 def _refuse(path: str, what: str) -> DataError:
     return DataError(path, None, None, "bad_file", f"the file holds {what}, not UTF-8 JSON text")

@@ -62,8 +62,11 @@ def _with_punkt(count, text: str, what: str) -> int:
     try:
         return count(text)
     except LookupError as err:
-        raise LookupError(f"counting {what} for the judge's <counts> needs NLTK's punkt tables: set NLTK_DATA to a "
-                          f"folder that has them (e.g. ../shared/benchmarks/nltk_data) ({err})") from None
+        if type(err) is not LookupError:  # NLTK's own; a KeyError / IndexError is a bug, not missing tables
+            raise
+        from patarm.io import MissingNLTKData
+
+        raise MissingNLTKData(f"counting {what} for the judge's <counts>", err) from None
 
 
 def _star_paragraphs(text: str) -> tuple[int, bool]:

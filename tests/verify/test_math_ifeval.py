@@ -170,3 +170,28 @@ def test_ifeval_cli_baseline_adds_the_paired_change(bench, ifeval_rows, tmp_path
     assert all(t["strict"] == 0.0 for t in before["tier1"].values())  # empty responses follow nothing ...
     lowercase = tiers["tier1"]["change_case:english_lowercase"]  # ... and a lowercased prompt follows that one
     assert lowercase["strict"] > 0 and lowercase["loose"] >= lowercase["strict"]
+
+
+def test_missing_punkt_tables_are_one_line_naming_the_flag(tmp_path, monkeypatch, capsys):
+    import if_verifiable
+
+    def missing(*args, **kwargs):
+        raise LookupError("\n****\n  Resource punkt_tab not found.\n  Please use the NLTK Downloader\n****")
+
+    monkeypatch.setattr(if_verifiable, "evaluate_output_for_sample", missing)
+    row = {"key": 7, "prompt": "p", "instruction_id_list": ["length_constraints:number_sentences"],
+           "kwargs": [{"relation": "less than", "num_sentences": 3}]}
+    (tmp_path / "in.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "r.jsonl").write_text(json.dumps({"prompt": "p", "response": "One. Two."}) + "\n")
+    with pytest.raises(SystemExit) as exc:
+        verify_main(["ifeval", "--input", str(tmp_path / "in.jsonl"), "--responses", str(tmp_path / "r.jsonl")])
+    err = capsys.readouterr().err.strip()
+    assert exc.value.code == 2 and len(err.splitlines()) == 1
+    assert "checking IFEval prompt 7 needs NLTK's punkt tables: pass --nltk-data" in err and "punkt_tab" in err
+
+    def bug(*args, **kwargs):
+        raise IndexError("list index out of range")
+
+    monkeypatch.setattr(if_verifiable, "evaluate_output_for_sample", bug)
+    with pytest.raises(IndexError):  # a bug in the checker stays a traceback
+        ifeval.check_response(row, "One. Two.")
