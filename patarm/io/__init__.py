@@ -11,6 +11,7 @@ the bottom of patarm: it imports nothing else from it.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
@@ -65,6 +66,18 @@ class MissingNLTKData(LookupError, RuntimeError):
         first = next((line.strip() for line in str(err).splitlines() if "Resource" in line), type(err).__name__)
         super().__init__(f"{need} needs NLTK's punkt tables: pass --nltk-data / --nltk_data DIR or set NLTK_DATA to a "
                          f"folder that has tokenizers/punkt_tab (e.g. ../shared/benchmarks/nltk_data) ({first})")
+
+
+@contextlib.contextmanager
+def needs_nltk_tables(need: str) -> Iterator[None]:
+    """Turn NLTK's own LookupError (tables not found) inside the block into `MissingNLTKData` naming `need`; a
+    KeyError / IndexError (a LookupError too) is a bug and passes unchanged."""
+    try:
+        yield
+    except LookupError as err:
+        if type(err) is not LookupError:
+            raise
+        raise MissingNLTKData(need, err) from None
 
 
 def _refuse(path: str, what: str) -> DataError:

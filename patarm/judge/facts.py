@@ -59,14 +59,10 @@ class TextCounts:
 
 def _with_punkt(count, text: str, what: str) -> int:
     """`count(text)` with a clear error when NLTK's punkt tables (which `count` needs) are missing."""
-    try:
-        return count(text)
-    except LookupError as err:
-        if type(err) is not LookupError:  # NLTK's own; a KeyError / IndexError is a bug, not missing tables
-            raise
-        from patarm.io import MissingNLTKData
+    from patarm.io import needs_nltk_tables
 
-        raise MissingNLTKData(f"counting {what} for the judge's <counts>", err) from None
+    with needs_nltk_tables(f"counting {what} for the judge's <counts>"):
+        return count(text)
 
 
 def _star_paragraphs(text: str) -> tuple[int, bool]:

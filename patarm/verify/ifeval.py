@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from patarm.io import read_jsonl
+from patarm.io import needs_nltk_tables, read_jsonl
 
 SEED = 0  # the official code draws a random letter for two malformed rows: fix it
 
@@ -72,14 +72,8 @@ def check_response(row: dict, response: str) -> PromptResult:
     random.seed(SEED)
     DetectorFactory.seed = SEED
     sample = IFEvalSample(key=row["key"], prompt=row["prompt"], instruction_id_list=ids, kwargs=row["kwargs"])
-    try:
+    with needs_nltk_tables(f"checking IFEval prompt {row.get('key')}"):
         results, _ = evaluate_output_for_sample("ifeval", sample, response)
-    except LookupError as err:
-        if type(err) is not LookupError:  # NLTK's own; a KeyError / IndexError is a bug, not missing tables
-            raise
-        from patarm.io import MissingNLTKData
-
-        raise MissingNLTKData(f"checking IFEval prompt {row.get('key')}", err) from None
     if not results:  # an empty response: the package returns nothing; every instruction fails
         return PromptResult(row["key"], row["prompt"], ids, [False] * len(ids), [False] * len(ids))
     return PromptResult(row["key"], row["prompt"], ids, [r.strict_pass for r in results],
