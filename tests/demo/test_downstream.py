@@ -279,6 +279,12 @@ def test_the_loop_end_to_end_on_small_sizes_and_resumed(tmp_path, capsys):
     run_cli(*argv)
     assert {p: p.stat().st_mtime for p in ds.rglob("*.safetensors")} == stamps  # nothing retrained
     assert "downstream finished" in capsys.readouterr().out
+    # one arm an invocation (as on a CPU): the report still gathers every arm this folder finished
+    run_cli(*argv, "--rewards", "rule")
+    again = json.loads((ds / "report.json").read_text())
+    assert again["rewards"] == ["judge", "bt", "rule"] and again["arms_earlier"] == ["judge", "bt"]
+    assert again["policies"]["grpo-judge"] == report["policies"]["grpo-judge"] and not again["arms_unlike"]
+    assert "Arms read back from an earlier run in this folder" in (ds / "report.md").read_text()
 
 
 def test_progress_bar_survives_a_step_where_no_rollout_was_scored():

@@ -152,3 +152,26 @@ def test_report_files_and_tables(tmp_path, capsys):
     text = Path(greedy_only["report_md"]).read_text()
     assert "sampled responses" not in text and "Held-out prompts, greedy responses" in text
     assert "| 0.500 → 1.000 |" in text  # the training table's held-out column falls back to the greedy measure
+
+
+def test_a_report_gathers_the_arms_an_earlier_run_finished_in_its_folder(tmp_path):
+    """`--rewards bt` after `--rewards judge` in one folder (one arm a run, as on a CPU): the report reads the
+    judge arm back from its result.json; an arm measured under other settings is left out, with the reason."""
+    from patarm.demo.downstream.loop import earlier_arms
+    from patarm.demo.downstream.report import arms_note
+
+    settings = {"model": "{run_dir}/grpo-bt", "items": 541, "max_new_tokens": 256, "samples": 0}
+    for reward, saved in (("judge", settings | {"model": "{run_dir}/grpo-judge"}),
+                          ("rule", settings | {"max_new_tokens": 128}), ("bt", settings)):
+        (tmp_path / f"grpo-{reward}").mkdir()
+        (tmp_path / f"grpo-{reward}" / "result.json").write_text(json.dumps({"greedy": {"n": 1}, "settings": saved}))
+    (tmp_path / "grpo-judge-old").mkdir()  # not an arm's folder
+    arms, unlike = earlier_arms(tmp_path, ["bt"], settings | {"model": "policy"})
+    assert list(arms) == ["judge"] and arms["judge"]["greedy"] == {"n": 1}  # bt is this run's own; the model aside
+    assert unlike == {"rule": "max_new_tokens 128 there, 256 now"}
+    (tmp_path / "grpo-rule" / "result.json").write_text(json.dumps({"greedy": {"n": 2}}))  # written before settings
+    assert list(earlier_arms(tmp_path, ["bt"], settings)[0]) == ["judge", "rule"]
+    note = arms_note({"arms_earlier": ["judge"], "arms_unlike": unlike})
+    assert "earlier run in this folder (their own result.json, same measurement settings): judge." in note
+    assert "Arm rule left out: measured under other settings (max_new_tokens 128 there, 256 now)." in note
+    assert arms_note({}) == ""

@@ -20,6 +20,7 @@ Stages, each skipped when its output exists (a stopped run resumes; a GRPO run f
 from __future__ import annotations
 
 import contextlib
+import logging
 import shutil
 import time
 from pathlib import Path
@@ -28,9 +29,11 @@ from typing import Any
 from patarm.demo.downstream import reward_models as rm
 from patarm.demo.downstream.config import DownstreamArguments
 from patarm.demo.downstream.eval import EvalSettings, Evaluator, brief, measure
-from patarm.demo.downstream.rewards import Monitored, RuleReward, ScalarReward, served_judge
+from patarm.demo.downstream.rewards import REWARDS, Monitored, RuleReward, ScalarReward, served_judge
 from patarm.demo.kit import Clock, stage_args, train_stage, trained
 from patarm.io import read_json, read_jsonl, write_json, write_jsonl
+
+logger = logging.getLogger("patarm.downstream")
 
 
 def run(args: DownstreamArguments) -> dict[str, Any]:
@@ -52,6 +55,8 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
     clock.done("BT reward model", note=f"{bt}" if bt else "not needed")
     main = state.is_main_process
     results: dict[str, Any] = {}
+    earlier: dict[str, dict] = {}
+    unlike: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
         scorers = _scorers(args, out, bt, stack)
         items = read_jsonl(out / "task" / "heldout.jsonl")
@@ -68,16 +73,21 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
             results[f"grpo-{reward}"] = stage_grpo(args, out, reward, policy, scorers, evaluator, main)
             state.wait_for_everyone()
             clock.done(f"GRPO on {reward}", note=brief(results[f"grpo-{reward}"]))
+        if main:  # arms an earlier invocation finished in this folder join the report (e.g. one arm a run on a CPU)
+            earlier, unlike = earlier_arms(out, args.rewards, measurement_settings(args, policy, evaluator))
+            results |= {f"grpo-{r}": result for r, result in earlier.items()}
     if not main:
         return {}
+    arms = [r for r in REWARDS if r in args.rewards or r in earlier] + [r for r in args.rewards if r not in REWARDS]
     report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled", "ifeval_official")}
                            for k, v in results.items()},
               "examples": {k: v.get("examples", []) for k, v in results.items()},
-              "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in args.rewards},
+              "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in arms},
               "reward_models": (measured := rm.reward_model_accuracy(args, bt)),
-              "reward_models_paired": rm.reward_models_paired(measured), "rewards": list(args.rewards),
+              "reward_models_paired": rm.reward_models_paired(measured), "rewards": arms,
+              "arms_earlier": sorted(earlier, key=arms.index), "arms_unlike": unlike,
               "reward_models_length": rm.reward_models_by_length(measured, rm.heldout_pairs(args)),
-              **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out))),
+              **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out, arms))),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
     from patarm.demo.downstream.report import write_downstream_report
 
@@ -270,12 +280,37 @@ def save_result(args: DownstreamArguments, result: dict[str, Any], path: Path) -
 ARM_COMPARISONS = (("judge", "bt"),)
 
 
-def _ifeval_paired(args: DownstreamArguments, out: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+def earlier_arms(out: Path, rewards: list[str], settings: dict[str, Any]) -> tuple[dict[str, dict], dict[str, str]]:
+    """(arms, unlike): the policy arms an earlier invocation finished in `out` (`grpo-<reward>/result.json`, a
+    reward other than `rewards`), read back so that a report gathers every arm of the folder — and those measured
+    under other settings than `settings` (the start's, the model aside), left out with the reason. A result written
+    before measurements recorded their settings joins as it is."""
+    arms, unlike = {}, {}
+    for reward in REWARDS:
+        path = out / f"grpo-{reward}" / "result.json"
+        if reward in rewards or not path.is_file():
+            continue
+        result = read_json(path)
+        saved = {k: v for k, v in (result.get("settings") or {}).items() if k != "model"}
+        now = {k: v for k, v in settings.items() if k != "model"}
+        if saved and saved != now:
+            unlike[reward] = ", ".join(f"{k} {saved.get(k)!r} there, {now.get(k)!r} now" for k in now
+                                       if saved.get(k) != now.get(k))
+            logger.warning("%s: measured under other settings (%s); left out of this report", path, unlike[reward])
+            continue
+        arms[reward] = result
+    return arms, unlike
+
+
+def _ifeval_paired(args: DownstreamArguments, out: Path, arms: list[str] | None = None,
+                   ) -> tuple[dict[str, dict], dict[str, dict]]:
     """(change, between), each response file scored once by the official scorer and paired on the same prompts
     (`patarm.verify.ifeval.paired_change`): per reward, its end policy against the start; per `ARM_COMPARISONS`
-    pair, `"<arm> vs <against>"`, the arm's end policy against the other's. {} where a side's responses are missing."""
+    pair, `"<arm> vs <against>"`, the arm's end policy against the other's. {} where a side's responses are missing.
+    `arms`: the rewards to read (default `args.rewards`)."""
+    arms = list(args.rewards) if arms is None else arms
     files = {"start": out / "eval" / "start-ifeval-responses.jsonl",
-             **{r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in args.rewards}}
+             **{r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in arms}}
     files = {name: f for name, f in files.items() if f.is_file()}
     if len(files) < 2:
         return {}, {}
@@ -283,7 +318,7 @@ def _ifeval_paired(args: DownstreamArguments, out: Path) -> tuple[dict[str, dict
 
     source = _local(args.ifeval_file, Path(args.run_dir) / "task" / "ifeval-source.jsonl")
     scored = {name: evaluate(source, f)[1] for name, f in files.items()}
-    change = ({r: paired_change(scored["start"], scored[r]) for r in args.rewards if r in scored}
+    change = ({r: paired_change(scored["start"], scored[r]) for r in arms if r in scored}
               if "start" in scored else {})
     between = {f"{a} vs {b}": paired_change(scored[b], scored[a]) for a, b in ARM_COMPARISONS
                if a in scored and b in scored}
@@ -319,8 +354,8 @@ def stage_grpo(args: DownstreamArguments, out: Path, reward: str, policy: str, s
     if not main:
         return {}
     return save_result(args, evaluator.evaluate_folder(str(folder), args.eval_backend, args.score_with,
-                                                       getattr(args, "dtype", None)),
-                       folder / "result.json")
+                                                       getattr(args, "dtype", None))
+                       | {"settings": measurement_settings(args, str(folder), evaluator)}, folder / "result.json")
 
 
 def _curves(folder: Path, start: dict[str, Any]) -> dict[str, list]:

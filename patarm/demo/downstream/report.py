@@ -253,6 +253,18 @@ def plot(report: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def arms_note(report: dict) -> str:
+    """Which arms an earlier invocation in the same folder finished (read back from their result.json), and which
+    were left out for being measured under other settings."""
+    note = ""
+    if earlier := report.get("arms_earlier"):
+        note += (f"\n\nArms read back from an earlier run in this folder (their own result.json, same measurement "
+                 f"settings): {', '.join(earlier)}.")
+    for arm, why in (report.get("arms_unlike") or {}).items():
+        note += f"\n\nArm {arm} left out: measured under other settings ({why})."
+    return note
+
+
 def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
     """Print the tables; write report.md, report.json and downstream_curves.png; return their paths."""
     start = report["policies"]["start"]
@@ -279,7 +291,7 @@ def write_downstream_report(report: dict, out: Path) -> dict[str, str]:
     text = (sampled + "Held-out prompts, greedy responses:\n\n" + policy_table(report["policies"], "greedy")
             + official_table(report["policies"]) + change_table(report)
             + "\n\nTraining:\n\n" + training_table(report)
-            + f"\n\nReward models' accuracy on held-out pairs (never trained on): {rm_line}")
+            + f"\n\nReward models' accuracy on held-out pairs (never trained on): {rm_line}" + arms_note(report))
     print("\n" + text + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "downstream_curves.png"}
     plot(report, paths["plot"])

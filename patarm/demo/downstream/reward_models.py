@@ -12,7 +12,8 @@ from patarm.io import read_json, read_jsonl
 
 
 def reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[str, Any]:
-    """Held-out pair accuracy of the judge (from its quickstart report) and of the BT model (measured here)."""
+    """Held-out pair accuracy of the judge (from its quickstart report) and of the BT model (measured here, or read
+    back from an earlier run in this folder)."""
     from patarm.demo.downstream.train import bt_pair_accuracy
 
     out: dict[str, Any] = {}
@@ -32,8 +33,11 @@ def reward_model_accuracy(args: DownstreamArguments, bt: str | None) -> dict[str
         if last:
             out["judge"] = {"accuracy": last["accuracy"], "accuracy_ci": last.get("accuracy_ci"), "source": str(report)}
     heldout = heldout_file(args)
+    cache = Path(args.run_dir) / "eval" / "bt_pairs.json"
     if bt and heldout.is_file() and heldout.stat().st_size:  # a run may have no held-out pair (e.g. tiny sizes)
-        out["bt"] = bt_pair_accuracy(bt, heldout, Path(args.run_dir) / "eval" / "bt_pairs.json")
+        out["bt"] = bt_pair_accuracy(bt, heldout, cache)
+    elif cache.is_file():  # measured by an earlier run in this folder (its BT arm); this one needs no BT model
+        out["bt"] = read_json(cache)
     return out
 
 
