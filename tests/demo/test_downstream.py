@@ -300,3 +300,28 @@ def test_progress_bar_survives_a_step_where_no_rollout_was_scored():
     state = SimpleNamespace(is_world_process_zero=True)
     callback.on_log(None, state, None, logs={"loss": 0.5, "reward": None})
     assert callback.training_bar.postfix == "loss=0.5"
+
+
+def test_bt_pair_accuracy_is_measured_again_for_a_bt_model_saved_after_its_cache(tmp_path):
+    """eval/bt_pairs.json is reused as it is, unless the BT model in that folder was saved after it (retrained,
+    e.g. with other `bt_facts`): then its accuracy is measured again, not read stale."""
+    import os
+
+    from helpers import tiny_scalar_model
+    from patarm.demo.downstream.train import bt_pair_accuracy
+
+    bt = tmp_path / "bt"
+    tiny_scalar_model(bt, ["write about the sea", "the sea is calm", "THE SEA IS CALM"])
+    (bt / "patarm_config.json").write_text("{}")
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"prompt": "write about the sea", "chosen": "the sea is calm",
+                                 "rejected": "THE SEA IS CALM"}) + "\n")
+    cache = tmp_path / "bt_pairs.json"
+    first = bt_pair_accuracy(str(bt), pairs, cache)
+    assert first["pairs"] == 1 and len(first["right"]) == 1
+    cache.write_text(json.dumps(first | {"accuracy": 0.5}))  # a marker: reused while the model is older
+    assert bt_pair_accuracy(str(bt), pairs, cache)["accuracy"] == 0.5
+    later = cache.stat().st_mtime + 10
+    os.utime(bt / "patarm_config.json", (later, later))  # the BT model saved again after the cache
+    assert bt_pair_accuracy(str(bt), pairs, cache)["accuracy"] == first["accuracy"]
+    assert json.loads(cache.read_text())["accuracy"] == first["accuracy"]

@@ -110,8 +110,11 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
 
 def bt_pair_accuracy(bt: str, pairs_path: Path, cache: Path) -> dict[str, Any]:
     """The BT model's held-out pair accuracy: the chosen response's score strictly above the rejected one's (and each
-    pair's outcome, `right`, in file order)."""
-    if cache.is_file() and "right" in (cached := read_json(cache)):  # one written before `right` is measured again
+    pair's outcome, `right`, in file order). The cache is reused unless it predates `right` or the BT model was
+    saved after it (a BT model retrained in the same folder, e.g. with other `bt_facts`, is measured again)."""
+    saved = Path(bt) / "patarm_config.json"
+    newer = saved.is_file() and cache.is_file() and saved.stat().st_mtime > cache.stat().st_mtime
+    if cache.is_file() and not newer and "right" in (cached := read_json(cache)):
         return cached
     from patarm.data import load_pairs
     from patarm.demo.downstream.rewards import ScalarReward
