@@ -78,14 +78,14 @@ def run(args: DownstreamArguments) -> dict[str, Any]:
             results |= {f"grpo-{r}": result for r, result in earlier.items()}
     if not main:
         return {}
-    arms = [r for r in REWARDS if r in args.rewards or r in earlier] + [r for r in args.rewards if r not in REWARDS]
+    arms = [r for r in REWARDS if r in args.rewards or r in earlier]  # the registry's order, whatever ran first
     report = {"policies": {k: {m: v.get(m) for m in ("greedy", "sampled", "ifeval_official")}
                            for k, v in results.items()},
               "examples": {k: v.get("examples", []) for k, v in results.items()},
               "curves": {r: _curves(out / f"grpo-{r}", results["start"]) for r in arms},
               "reward_models": (measured := rm.reward_model_accuracy(args, bt)),
               "reward_models_paired": rm.reward_models_paired(measured), "rewards": arms,
-              "arms_earlier": sorted(earlier, key=arms.index), "arms_unlike": unlike,
+              "arms_earlier": list(earlier), "arms_unlike": unlike,
               "reward_models_length": rm.reward_models_by_length(measured, rm.heldout_pairs(args)),
               **dict(zip(("ifeval_change", "ifeval_between"), _ifeval_paired(args, out, arms))),
               "stage_seconds": clock.timings, "seconds": round(time.time() - clock.t0, 1), "args": vars(args)}
@@ -286,13 +286,13 @@ def earlier_arms(out: Path, rewards: list[str], settings: dict[str, Any]) -> tup
     under other settings than `settings` (the start's, the model aside), left out with the reason. A result written
     before measurements recorded their settings joins as it is."""
     arms, unlike = {}, {}
+    now = {k: v for k, v in settings.items() if k != "model"}
     for reward in REWARDS:
         path = out / f"grpo-{reward}" / "result.json"
         if reward in rewards or not path.is_file():
             continue
         result = read_json(path)
         saved = {k: v for k, v in (result.get("settings") or {}).items() if k != "model"}
-        now = {k: v for k, v in settings.items() if k != "model"}
         if saved and saved != now:
             unlike[reward] = ", ".join(f"{k} {saved.get(k)!r} there, {now.get(k)!r} now" for k in now
                                        if saved.get(k) != now.get(k))
@@ -302,13 +302,11 @@ def earlier_arms(out: Path, rewards: list[str], settings: dict[str, Any]) -> tup
     return arms, unlike
 
 
-def _ifeval_paired(args: DownstreamArguments, out: Path, arms: list[str] | None = None,
-                   ) -> tuple[dict[str, dict], dict[str, dict]]:
+def _ifeval_paired(args: DownstreamArguments, out: Path, arms: list[str]) -> tuple[dict[str, dict], dict[str, dict]]:
     """(change, between), each response file scored once by the official scorer and paired on the same prompts
     (`patarm.verify.ifeval.paired_change`): per reward, its end policy against the start; per `ARM_COMPARISONS`
-    pair, `"<arm> vs <against>"`, the arm's end policy against the other's. {} where a side's responses are missing.
-    `arms`: the rewards to read (default `args.rewards`)."""
-    arms = list(args.rewards) if arms is None else arms
+    pair, `"<arm> vs <against>"`, the arm's end policy against the other's, over the rewards `arms`. {} where a
+    side's responses are missing."""
     files = {"start": out / "eval" / "start-ifeval-responses.jsonl",
              **{r: out / f"grpo-{r}" / "result-ifeval-responses.jsonl" for r in arms}}
     files = {name: f for name, f in files.items() if f.is_file()}
