@@ -10,7 +10,9 @@ gives: SmolLM2-135M-Instruct (spec `smollm2`) on the GSM8K skill recipe's rows a
    and model FLOP utilisation, sft_mfu = (6·params·tokens + attention) / step time / bf16 GEMM peak, for the
    baseline (the settings before this bench: TRL's CPU LM head on every position, padded batches in random order),
    the fast mode (the project's defaults now) and the fast mode with each switch flipped alone, so each switch is
-   seen on and off (padding-free and length-grouped batches included, which did not pay).
+   seen on and off (padding-free and length-grouped batches included, which did not pay). The length-grouped mode
+   groups nothing here: its 32 rows make transformers' LengthGroupedSampler sort mega-batches of one batch (it
+   takes len(rows) // 32 batches a mega-batch); `bench/sft_length_grouping.py` measures grouping on a whole corpus.
 3. One GRPO-PAR step (one pair, 2 sides × G = 8 rollouts of 48 tokens, prompts ≤ 320 tokens; the base model, every
    rollout forced to full length so all modes do equal work), its time split into prefill, decode, log-prob passes,
    forward, backward, optimizer and reward; baseline, fast, each switch flipped; grpo_speedup = baseline / fast.
