@@ -6,8 +6,10 @@ same rows twice, once in TRL's random order (`train_sampling_strategy: random`, 
     flock /tmp/patarm-cpu.lock python bench/sft_length_grouping.py \
         --corpus runs/gsm8k-skill/reference/prep/pointwise/sft.jsonl
 
-`bench/mfu.py` measured grouping "within noise" on prompts cut to 320 tokens, where rows are nearly equal in length;
-the recipes now cut judge prompts at 512 tokens (`max_prompt_tokens`), so a batch pads its rows to its longest.
+`bench/mfu.py`'s length-grouped mode trains 32 rows, where LengthGroupedSampler sorts mega-batches of len // 32
+batches — one — and so groups nothing; the recipes cut judge prompts at 512 tokens (`max_prompt_tokens`), and a
+batch pads its rows to its longest. `--modes group_by_length random` runs the two modes in the other order (the
+first run pays for kernel set-up the single warm-up step does not cover; run both orders).
 The corpus is tokenised once (TRL's own preparation) and one step trains to warm the kernels up. Per mode, one
 epoch's batches are drawn in that sampler's order (seed 0, batch 8) and `--steps` of them, taken evenly through the
 epoch, are trained in that order: their seconds and padded positions (rows × the batch's longest row, what the
@@ -63,8 +65,11 @@ def read_rows(path: Path) -> list[dict]:
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
-            row = json.loads(line)
-            if not isinstance(row.get("messages"), list) or len(row["messages"]) < 2:
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                sys.exit(f"{path}: row {number}: not a JSON object ({err.msg}); an SFT corpus has one JSON row a line")
+            if not isinstance(row, dict) or not isinstance(row.get("messages"), list) or len(row["messages"]) < 2:
                 sys.exit(f"{path}: row {number}: field 'messages' must be a list of at least two turns (the judge "
                          "prompt and the judgment), as `patarm prep` writes sft.jsonl")
             rows.append(row)
