@@ -120,7 +120,8 @@ def run_mode(tokenized: Dataset, strategy: str, ns, texts: list[str]) -> dict:
     order; the epoch's time is projected from theirs (a systematic sample of its batches)."""
     lengths = [len(x) for x in tokenized["input_ids"]]
     epoch = batches(epoch_order(lengths, strategy, 0))
-    picked = [epoch[round(i * len(epoch) / ns.steps)] for i in range(min(ns.steps, len(epoch)))]
+    n = min(ns.steps, len(epoch))
+    picked = [epoch[min(round(i * len(epoch) / n), len(epoch) - 1)] for i in range(n)]
     picked = [b for b in picked if len(b) == BATCH]
     trainer = trainer_for(tokenized.select([k for b in picked for k in b]), "sequential", ns.max_length, ns.model,
                           texts)
