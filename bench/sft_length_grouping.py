@@ -8,8 +8,9 @@ same rows twice, once in TRL's random order (`train_sampling_strategy: random`, 
 
 `bench/mfu.py`'s length-grouped mode trains 32 rows, where LengthGroupedSampler sorts mega-batches of len // 32
 batches — one — and so groups nothing; the recipes cut judge prompts at 512 tokens (`max_prompt_tokens`), and a
-batch pads its rows to its longest. `--modes group_by_length random` runs the two modes in the other order (the
-first run pays for kernel set-up the single warm-up step does not cover; run both orders).
+batch pads its rows to its longest. `--modes group_by_length random` runs the two modes in the other order: the
+first run pays for set-up the single warm-up step does not cover (7–21 s on 8–12 batches, measured), so run both
+orders and compare each mode's time when it ran second.
 The corpus is tokenised once (TRL's own preparation) and one step trains to warm the kernels up. Per mode, one
 epoch's batches are drawn in that sampler's order (seed 0, batch 8) and `--steps` of them, taken evenly through the
 epoch, are trained in that order: their seconds and padded positions (rows × the batch's longest row, what the
