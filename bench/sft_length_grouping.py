@@ -32,7 +32,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,24 +39,19 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from transformers import TrainerCallback  # noqa: E402
 from transformers.trainer_callback import PrinterCallback  # noqa: E402
 
+from bench.real_model import StepTimer  # noqa: E402
 from patarm.models import load_causal_lm  # noqa: E402
 
 BATCH = 8
 WORK = tempfile.mkdtemp(prefix="sft-length-grouping-")
 
 
-class Clock(TrainerCallback):
-    def __init__(self):
-        self.steps, self._t = [], 0.0
-
-    def on_step_begin(self, args, state, control, **kw):
-        self._t = time.perf_counter()
-
-    def on_step_end(self, args, state, control, **kw):
-        self.steps.append(time.perf_counter() - self._t)
+def fail(message: str) -> None:
+    """Bad input: one paragraph on stderr, exit 2."""
+    print(message, file=sys.stderr)
+    sys.exit(2)
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -69,9 +63,9 @@ def read_rows(path: Path) -> list[dict]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
-                sys.exit(f"{path}: row {number}: not a JSON object ({err.msg}); an SFT corpus has one JSON row a line")
+                fail(f"{path}: row {number}: not a JSON object ({err.msg}); an SFT corpus has one JSON row a line")
             if not isinstance(row, dict) or not isinstance(row.get("messages"), list) or len(row["messages"]) < 2:
-                sys.exit(f"{path}: row {number}: field 'messages' must be a list of at least two turns (the judge "
+                fail(f"{path}: row {number}: field 'messages' must be a list of at least two turns (the judge "
                          "prompt and the judgment), as `patarm prep` writes sft.jsonl")
             rows.append(row)
     return rows
@@ -126,7 +120,7 @@ def run_mode(tokenized: Dataset, strategy: str, ns, texts: list[str]) -> dict:
     picked = [b for b in picked if len(b) == BATCH]
     trainer = trainer_for(tokenized.select([k for b in picked for k in b]), "sequential", ns.max_length, ns.model,
                           texts)
-    clock = Clock()
+    clock = StepTimer()
     trainer.add_callback(clock)
     shapes: list[tuple[int, int]] = []
     collate = trainer.data_collator
@@ -144,9 +138,9 @@ def run_mode(tokenized: Dataset, strategy: str, ns, texts: list[str]) -> dict:
         sys.exit(f"bench/sft_length_grouping.py: the batches trained ({positions}) are not the ones picked "
                  f"({expected}): the trainer reordered or cut the rows")
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
-    return {"step_s": clock.steps, "positions": positions, "seconds": sum(clock.steps),
+    return {"step_s": clock.times, "positions": positions, "seconds": sum(clock.times),
             "epoch_batches": len(epoch), "epoch_positions": sum(len(b) * max(lengths[k] for k in b) for b in epoch),
-            "epoch_s": sum(clock.steps) * len(epoch) / len(picked), "mean_loss": statistics.mean(losses)}
+            "epoch_s": sum(clock.times) * len(epoch) / len(picked), "mean_loss": statistics.mean(losses)}
 
 
 def main() -> None:
@@ -165,7 +159,7 @@ def main() -> None:
     if sorted(ns.modes) != ["group_by_length", "random"]:
         parser.error("--modes: give both modes, random and group_by_length, in the order to run them")
     if not ns.corpus.is_file():
-        sys.exit(f"bench/sft_length_grouping.py: --corpus {ns.corpus}: no such file; pass a recipe run's "
+        fail(f"bench/sft_length_grouping.py: --corpus {ns.corpus}: no such file; pass a recipe run's "
                  "prep/pointwise/sft.jsonl (e.g. from `patarm quickstart --recipe gsm8k-skill`)")
     torch.set_num_threads(ns.threads)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, torch threads "
