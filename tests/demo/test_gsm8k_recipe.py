@@ -73,3 +73,44 @@ def test_the_recipe_writes_only_into_its_run_folder(tmp_path, bench, monkeypatch
             "--data_dir", bench / "gsm8k", *TINY, "--bt_baseline", "false")
     assert list(cwd.iterdir()) == []
     assert (tmp_path / "run" / "report.json").is_file() and (tmp_path / "run" / "tiny-base").is_dir()
+
+
+def test_grpo_epochs_caps_grpo_at_passes_over_the_kept_rl_set(tmp_path, bench):
+    """`--grpo_epochs 1` (the paper's one RL epoch): GRPO-PAR runs one step per kept pair (the default config's
+    step is 1 pair × 2 sides × G = 8), not `grpo_steps` steps cycling over a small set; the report states both."""
+    from helpers import run_cli
+
+    run_dir = tmp_path / "run"
+    run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run_dir, "--data_dir",
+            bench / "gsm8k", *TINY, "--bt_baseline", "false", "--vote_k", "0", "--rl_problems", "2",
+            "--grpo_steps", "7", "--grpo_epochs", "1")  # a flag given twice: the later one wins
+    arm = json.loads((run_dir / "report.json").read_text())["arms"]["reference"]
+    kept = arm["prep"]["rl"]["kept"]
+    assert 1 <= kept <= 2
+    assert arm["prep"]["grpo"] == {"steps": kept, "pairs_per_step": 1.0, "passes": 1.0, "epochs_cap": 1.0}
+    assert [c["step"] for c in arm["grpo_curve"]] == list(range(1, kept + 1))  # logged every step
+    assert f"| {kept} (1) |" in (run_dir / "report.md").read_text()
+
+
+def test_grpo_plan_counts_pairs_per_step_from_the_stage_config():
+    from types import SimpleNamespace
+
+    from patarm.demo.gsm8k.recipe import parse_args
+    from patarm.demo.gsm8k.stages import grpo_plan
+
+    def training(batch=16, accumulation=1, processes=1, generations=8):
+        return SimpleNamespace(per_device_train_batch_size=batch, gradient_accumulation_steps=accumulation,
+                               world_size=processes, num_generations=generations)
+
+    # the CPU default: 1 pair × 2 sides × G = 8 a step; 4 kept pairs and 40 steps are 10 passes unless capped
+    assert grpo_plan(40, None, 4, training()) == {"steps": 40, "pairs_per_step": 1.0, "passes": 10.0,
+                                                  "epochs_cap": None}
+    assert grpo_plan(40, 1.0, 4, training())["steps"] == 4
+    assert grpo_plan(40, 1.0, 80, training())["steps"] == 40  # grpo_steps stays the most
+    # two processes × 2 accumulation steps: 4 pairs a step; 10 pairs in one epoch are 3 steps (the last one cycles)
+    assert grpo_plan(40, 1.0, 10, training(accumulation=2, processes=2)) == {
+        "steps": 3, "pairs_per_step": 4.0, "passes": 1.2, "epochs_cap": 1.0}
+    assert grpo_plan(40, 0.1, 4, training())["steps"] == 1  # at least one step
+    assert grpo_plan(40, 2.0, 4, training())["steps"] == 8
+    with pytest.raises(ValueError, match="grpo_epochs must be > 0"):
+        parse_args(["--grpo_epochs", "0"])

@@ -34,6 +34,7 @@ from patarm.demo.gsm8k.metrics import pool_baselines, skill_selection, summarize
 from patarm.demo.gsm8k.stages import (
     bt_stage,
     forget_eval,
+    grpo_plan,
     judge_folder,
     prep_sft_corpus,
     rl_stage,
@@ -109,6 +110,10 @@ class GSM8KArguments(RunArguments):
                 "as GRPO's extra_rewards) score one side's rollouts unequally: GRPO has a non-zero advantage there "
                 "where PAR alone may have none (e.g. the evidence check on a pair the judge already ranks right)"})
     grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
+    grpo_epochs: float | None = field(default=None, metadata={"help": "at most this many passes of GRPO-PAR over "
+                                      "the kept RL set (the paper: one epoch): the stage runs min(grpo_steps, "
+                                      "ceil(grpo_epochs × kept pairs / pairs per step)) steps; unset: grpo_steps "
+                                      "whatever the set's size (4 kept pairs and 40 steps are 10 passes)"})
     max_prompt_tokens: int = field(default=320, metadata={"help": "judge prompts are cut to this many tokens"})
     max_new_tokens: int = field(
         default=96,
@@ -157,6 +162,8 @@ class GSM8KArguments(RunArguments):
                        "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat")
         if self.grpo_steps < 0 or self.vote_k < 0:
             raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
+        if self.grpo_epochs is not None and not self.grpo_epochs > 0:
+            raise ValueError(f"grpo_epochs must be > 0 (or left unset: grpo_steps steps), got {self.grpo_epochs}")
         if self.sft_epochs is not None and not self.sft_epochs > 0:
             raise ValueError(f"sft_epochs must be > 0 (or left unset: the SFT config's num_train_epochs), got "
                              f"{self.sft_epochs}")
@@ -279,15 +286,18 @@ def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, 
                             else {"pool": 0, "kept": 0, "dropped": {"no GRPO stage (grpo_steps 0)": 0}})
     if args.grpo_steps and result["prep"]["rl"]["kept"]:
         started = time.time()
+        parsed = stage_args("grpo", args.grpo_config, d, "--model_name_or_path", judged["sft"],
+                            "--seed", str(args.seed if args.grpo_seed is None else args.grpo_seed),
+                            "--max_steps", str(args.grpo_steps),
+                            "--max_prompt_length", str(args.max_prompt_tokens),
+                            "--max_completion_length", str(args.max_new_tokens),
+                            "--rubric_mode", args.rubric_mode, "--margin", args.margin, "--reward", args.reward)
+        result["prep"]["grpo"] = grpo_plan(args.grpo_steps, args.grpo_epochs, result["prep"]["rl"]["kept"],
+                                           parsed[1])
+        parsed[1].max_steps = result["prep"]["grpo"]["steps"]
         if not trained(d / "grpo"):
             forget_eval(d, "grpo")
-            train_stage("grpo", stage_args("grpo", args.grpo_config, d, "--model_name_or_path", judged["sft"],
-                                       "--seed", str(args.seed if args.grpo_seed is None else args.grpo_seed),
-                                       "--max_steps", str(args.grpo_steps),
-                                       "--max_prompt_length", str(args.max_prompt_tokens),
-                                       "--max_completion_length", str(args.max_new_tokens),
-                                       "--rubric_mode", args.rubric_mode, "--margin", args.margin,
-                                       "--reward", args.reward))
+            train_stage("grpo", parsed)
             clock.done(f"{arm}/grpo", started)
         judged["grpo"] = str(judge_folder(d / "grpo"))
     elif args.grpo_steps:

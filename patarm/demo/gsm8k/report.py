@@ -122,9 +122,10 @@ def _mean(values) -> float | None:
 
 def prep_table(report: dict) -> str:
     lines = [
-        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO rollouts' PAR-satisfied, first → last 20 % "
+        "| arm | SFT rows | RL pool pairs | RL set kept | dropped | GRPO steps (passes over the set) "
+        "| GRPO rollouts' PAR-satisfied, first → last 20 % "
         "| rollouts' mean score, chosen / rejected, first → last 20 % |",
-        "|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for arm, res in report["arms"].items():
         rl, curve = res["prep"]["rl"], res.get("grpo_curve") or []
@@ -135,8 +136,10 @@ def prep_table(report: dict) -> str:
                  for part in (curve[:k], curve[-k:])]
         scores = ("—" if not curve or None in sides[0] + sides[1] else
                   " → ".join(f"{c:.2f} / {r:.2f}" for c, r in sides))
+        plan = res["prep"].get("grpo")
+        steps = "—" if not plan else f"{plan['steps']} ({plan['passes']:g})"
         lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {rl['pool']} | "
-                     f"{rl['kept']} | {rl['dropped'] or '—'} | {trend} | {scores} |")
+                     f"{rl['kept']} | {rl['dropped'] or '—'} | {steps} | {trend} | {scores} |")
     return "\n".join(lines)
 
 

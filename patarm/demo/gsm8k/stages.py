@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -92,6 +93,19 @@ def repeat_follows_no(rows: list[dict], times: int, manifest: Any) -> list[dict]
         rows = rows + [r for _ in range(times - 1) for r in rare]
     manifest.extra["sft_rows"] = len(rows)
     return rows
+
+
+def grpo_plan(grpo_steps: int, grpo_epochs: float | None, kept: int, training: Any) -> dict:
+    """GRPO-PAR's length over the kept RL set: `grpo_steps` optimizer steps, at most `grpo_epochs` passes over the
+    `kept` pairs when set. A step takes per_device_train_batch_size × gradient_accumulation_steps × processes
+    completions, G (num_generations) per prompt and two prompts (chosen, rejected) per pair."""
+    completions = training.per_device_train_batch_size * training.gradient_accumulation_steps * training.world_size
+    pairs_per_step = completions / (2 * training.num_generations)
+    steps = grpo_steps
+    if grpo_epochs is not None:
+        steps = max(1, min(grpo_steps, math.ceil(grpo_epochs * kept / pairs_per_step - 1e-9)))
+    return {"steps": steps, "pairs_per_step": pairs_per_step, "passes": round(steps * pairs_per_step / kept, 2),
+            "epochs_cap": grpo_epochs}
 
 
 def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: Any, evidence: bool = False) -> dict:
