@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -136,17 +137,22 @@ def test_another_grpo_seed_reuses_the_sft_judge_and_reaches_the_grpo_stage_alone
     calls = []
     for name, fake in {"prep_sft_corpus": lambda *a, **k: {}, "trained": lambda folder: Path(folder).name == "sft",
                        "judge_folder": lambda folder: folder, "rl_stage": lambda *a, **k: {"kept": 1},
-                       "forget_eval": lambda *a: None, "stage_args": lambda stage, config, d, *flags: (stage, flags),
+                       "forget_eval": lambda *a: None, "stage_args": lambda stage, config, d, *flags: (
+                           stage, SimpleNamespace(flags=flags, per_device_train_batch_size=16, num_generations=8,
+                                                  gradient_accumulation_steps=1, world_size=1, max_steps=None)),
                        "train_stage": lambda stage, parsed: calls.append(parsed), "_evaluate": lambda *a, **k: {},
                        "grpo_curve": lambda path: []}.items():
         monkeypatch.setattr(recipe, name, fake)
     clock = type("Clock", (), {"done": lambda *a: None})()
-    for flags, seed in (([], "0"), (["--grpo_seed", "3"], "3")):
+    for flags, seed in (([], "0"), (["--grpo_seed", "3"], "3"), (["--grpo_epochs", "1"], "0")):
         calls.clear()
         args = parse_args(["--ablation", "baseline", "--run_dir", str(tmp_path / "r"), *flags])
         recipe.run_arm(args, "reference", tmp_path / "r" / "reference", [], [], [], clock)
-        [(stage, given)] = calls  # the SFT judge is there: GRPO is the only stage trained
+        [(stage, training)] = calls  # the SFT judge is there: GRPO is the only stage trained
+        given = training.flags
         assert stage == "grpo" and given[given.index("--seed") + 1] == seed
+        # the steps as configured (40 on 1 kept pair), or one pass over the kept pair with --grpo_epochs 1
+        assert training.max_steps == (1 if args.grpo_epochs else args.grpo_steps) and args.grpo_steps == 40
 
 
 def test_an_argument_the_source_predates_counts_as_its_default(tmp_path):
