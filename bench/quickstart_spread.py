@@ -15,7 +15,7 @@ The first line names the ATen kernel set each setting gets on this CPU (on an AV
 `--jobs 2` runs two cells at once with one thread each (the quickstart's 0.7M-parameter judge is bound by
 per-operation overhead, so two one-thread runs finish sooner than two two-thread runs in turn). A cell whose
 `report.json` exists is read, not rerun, so an interrupted table resumes. Last lines: `sft_min=`, `sft_mean=`,
-`grpo_minus_sft_min=`, `cells_below_0.95=`.
+`grpo_minus_sft_min=`, `cells_below_0.95=`, `sft_pairs=` (the SFT pairs of the cells, from their reports).
 """
 
 from __future__ import annotations
@@ -51,9 +51,10 @@ def run_cell(out: Path, seed: int, kernel: str, threads: int, small: bool) -> di
         if done.returncode:
             return {"seed": seed, "kernel": kernel, "error": f"exit {done.returncode}, see {log.name}"}
         print(f"{kernel} seed {seed}: {time.time() - started:.0f} s", flush=True)
-    stages = json.loads(report.read_text())["stages"]
+    saved = json.loads(report.read_text())
+    stages = saved["stages"]
     return {"seed": seed, "kernel": kernel, "sft": stages["sft"]["accuracy"], "grpo": stages["grpo"]["accuracy"],
-            "seconds": json.loads(report.read_text()).get("seconds")}
+            "seconds": saved.get("seconds"), "sft_pairs": saved.get("sizes", {}).get("sft_pairs")}
 
 
 def aten_capability(kernel: str) -> str:
@@ -96,6 +97,8 @@ def main() -> None:
         print(f"sft_mean={statistics.mean(sft):.3f}")
         print(f"grpo_minus_sft_min={min(r['grpo'] - r['sft'] for r in rows):+.3f}")
         print(f"cells_below_0.95={sum(x < 0.95 for x in sft)}/{len(rows)}")
+        # a cell read back from an earlier run may have other sizes than today's default (None: not recorded)
+        print(f"sft_pairs={sorted({r['sft_pairs'] for r in rows}, key=str)}")
     sys.exit(1 if failed else 0)
 
 

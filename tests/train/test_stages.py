@@ -84,6 +84,7 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
     saved = json.loads((tmp_path / "report.json").read_text())
     base = json.loads((tmp_path / "base" / "config.json").read_text())
     assert (base["num_attention_heads"], base["num_key_value_heads"]) == (8, 4)
+    assert saved["sizes"]["heads"] == 8 and saved["sizes"]["sft_pairs"] == sizes.sft_pairs  # the run states its sizes
     assert set(saved["stages"]) == {"base", "sft", "grpo"}
     for stage in saved["stages"].values():
         assert {"accuracy", "format_valid", "margin"} <= set(stage) and 0 <= stage["accuracy"] <= 1
@@ -109,7 +110,7 @@ def test_the_spread_bench_runs_two_seeds_under_forced_kernels_and_resumes(tmp_pa
     assert [(r["seed"], r["cpu_kernels"]) for r in reports] == [(0, "DEFAULT"), (1, "DEFAULT")]  # the env reached it
     judges = [(tmp_path / f"default-seed{s}" / "sft" / "model.safetensors").read_bytes() for s in (0, 1)]
     assert judges[0] != judges[1]  # the seed reaches the data and the judge's initialisation
-    assert "cells_below_0.95=" in first.stdout
+    assert "cells_below_0.95=" in first.stdout and "sft_pairs=[64]" in first.stdout  # the small size's, from reports
     stamp = (tmp_path / "default-seed0" / "report.json").stat().st_mtime_ns
     again = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "default seed 0:" not in again.stdout  # read, not rerun
