@@ -15,7 +15,8 @@ The first line names the ATen kernel set each setting gets on this CPU (on an AV
 `--jobs 2` runs two cells at once with one thread each (the quickstart's 0.7M-parameter judge is bound by
 per-operation overhead, so two one-thread runs finish sooner than two two-thread runs in turn). A cell whose
 `report.json` exists is read, not rerun, so an interrupted table resumes. Last lines: `sft_min=`, `sft_mean=`,
-`grpo_minus_sft_min=`, `cells_below_0.95=`, `sft_pairs=` (the SFT pairs of the cells, from their reports).
+`grpo_minus_sft_min=`, `cells_below_0.95=`, `sft_pairs=` (the cells' SFT pairs from their reports; None: a report
+written before reports stated their sizes).
 """
 
 from __future__ import annotations
