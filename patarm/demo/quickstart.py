@@ -33,12 +33,17 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 class Sizes:
     """How much of everything; `small` is the test-suite version of the same job."""
 
-    # 8000 SFT pairs → 16000 rows → 1000 SFT steps of batch 16 for a 0.72M-parameter judge (hidden 128, 3 layers):
-    # the judge escapes a plateau at a seed-dependent step, then learns the task (docs/results.md, the quickstart).
-    # 1500 steps (12000 pairs) lifted seed 1 on an Intel AMX Xeon but dropped seed 2 with SSE kernels to 0.890.
-    sft_pairs: int = 8000
+    # At most 12000 SFT pairs → 24000 rows → 1500 SFT steps of batch 16 for a 0.72M-parameter judge (hidden 128,
+    # 3 layers): the judge escapes a plateau at a seed- and kernel-dependent step, then learns the task. A fixed
+    # length fails some cell either way (1000 steps: seed 1 on an Intel AMX Xeon at 0.885 / 0.780; 1500: seed 2
+    # with SSE kernels at 0.890; docs/results.md), so SFT judges `dev` pairs of the task every `dev_eval_steps`
+    # steps, stops at the first check ≥ `dev_target` and ends on its best check (patarm.train.dev).
+    sft_pairs: int = 12000
     rl_pool: int = 400  # rejection sampling keeps ~7 %: ~25 pairs for GRPO
     heldout: int = 200
+    dev: int = 200  # drawn after the held-out pairs, with the task's mix: the held-out pairs stay as they were
+    dev_eval_steps: int = 250
+    dev_target: float = 0.98
     grpo_steps: int = 40
     hidden: int = 128
     layers: int = 3
@@ -67,7 +72,7 @@ class Sizes:
     @classmethod
     def small(cls) -> Sizes:
         # an untrained-size judge solves nothing, so the small run keeps every RL pair
-        return cls(sft_pairs=64, rl_pool=16, heldout=16, grpo_steps=2, hidden=32, layers=1, heads=4, kv_heads=2,
+        return cls(sft_pairs=64, rl_pool=16, heldout=16, dev=8, grpo_steps=2, hidden=32, layers=1, heads=4, kv_heads=2,
                    rl_keep=(0.0, 1.0))
 
 
@@ -82,12 +87,16 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
 
     out.mkdir(parents=True, exist_ok=True)
     clock = Clock(out)
-    pairs = make_pairs(sizes.sft_pairs + sizes.rl_pool + sizes.heldout, seed=seed, kinds=sizes.kinds)
-    rl_pool, heldout = pairs[sizes.sft_pairs:sizes.sft_pairs + sizes.rl_pool], pairs[sizes.sft_pairs + sizes.rl_pool:]
+    pairs = make_pairs(sizes.sft_pairs + sizes.rl_pool + sizes.heldout + sizes.dev, seed=seed, kinds=sizes.kinds)
+    end_rl = sizes.sft_pairs + sizes.rl_pool
+    rl_pool, heldout = pairs[sizes.sft_pairs:end_rl], pairs[end_rl:end_rl + sizes.heldout]
+    dev = pairs[end_rl + sizes.heldout:]
     # the same seed and ids as the task's first sft_pairs pairs (which are not used), with the SFT mix
     sft_pairs = make_pairs(sizes.sft_pairs, seed=seed, kinds=sizes.kinds, whole_share=sizes.sft_whole_share)
     write_pairs(heldout, out / "prep" / "heldout" / "pairs.jsonl")
-    clock.done("task", note=f"{len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs")
+    write_pairs(dev, out / "prep" / "dev" / "pairs.jsonl")
+    clock.done("task", note=f"{len(sft_pairs)} SFT pairs, {len(rl_pool)} RL-pool pairs, {len(heldout)} held-out pairs, "
+                            f"{len(dev)} dev pairs")
 
     rows, manifest = pointwise_corpus(sft_pairs, RuleTeacher(seed=seed), TEMPLATE, min_margin=2.0)
     kept_ids = {r["pair_id"] for r in rows}
@@ -114,9 +123,11 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
                                   f"parameters; {_brief(stages['base'])}")
 
     train_stage("sft", stage_args("sft", CONFIG_DIR / "sft.yaml", out, "--model_name_or_path", out / "base",
-                                  "--seed", seed))
+                                  "--seed", seed, "--dev_pairs", out / "prep" / "dev" / "pairs.jsonl",
+                                  "--dev_eval_steps", sizes.dev_eval_steps, "--dev_target", sizes.dev_target))
     stages["sft"] = _evaluate(out / "sft", heldout, greedy)
-    clock.done("SFT judge", note=_brief(stages["sft"]))
+    dev_checks = read_dev_checks(out / "sft")
+    clock.done("SFT judge", note=f"{_brief(stages['sft'])}; {_dev_brief(dev_checks)}")
 
     sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=48, temperature=1.0, batch_size=128),
                            progress=False)
@@ -134,7 +145,7 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     from patarm.export import export
     export(out / "grpo", out / "export", eval_results={k: v for k, v in stages.items()}, overwrite=True)
     clock.done("export")
-    report = {"stages": stages, "grpo_curve": grpo_curve(out / "grpo" / "metrics.jsonl"),
+    report = {"stages": stages, "grpo_curve": grpo_curve(out / "grpo" / "metrics.jsonl"), "sft_dev": dev_checks,
               "seconds": round(clock.last - clock.t0, 1), "timings": clock.timings, "seed": seed,
               "sizes": asdict(sizes),
               # the ATen kernel set this process ran (ATEN_CPU_CAPABILITY forces another CPU's): the outcome depends
@@ -143,6 +154,22 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     from patarm.demo.report import write_quickstart_report
     paths = write_quickstart_report(report, out)
     return report | {"paths": paths}
+
+
+def read_dev_checks(stage_dir: Path) -> list[dict]:
+    """The SFT stage's dev checks (`dev.jsonl`, patarm.train.dev): step, accuracy, whether it was the best so far."""
+    from patarm.io import read_jsonl
+
+    path = stage_dir / "dev.jsonl"
+    return read_jsonl(path) if path.is_file() else []
+
+
+def _dev_brief(checks: list[dict]) -> str:
+    if not checks:
+        return "no dev checks"
+    best = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))
+    trail = ", ".join(f"{r['step']}: {r['dev_accuracy']:.3f}" for r in checks)
+    return f"dev accuracy by step {trail}; kept step {best['step']}"
 
 
 def _brief(summary: dict) -> str:

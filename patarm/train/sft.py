@@ -70,6 +70,15 @@ class SFTDataArguments(RunArguments):
                 "empty <think></think> block of non-thinking mode, so the judge writes its judgment directly; true "
                 "leaves the block to the judge (an optional leading <think> is part of the judgment format). Chat "
                 "templates without the switch ignore it"})
+    dev_pairs: str | None = field(default=None, metadata={"path": "input", "help": (
+        "preference pairs (any layout `patarm prep` reads) the judge judges while it trains: greedy pointwise "
+        "judgments of both sides, pair accuracy every dev_eval_steps steps and at the end, logged to "
+        "<output_dir>/dev.jsonl (patarm.train.dev); none: no checks")})
+    dev_eval_steps: int = field(default=250, metadata={"help": "steps between two checks on the dev pairs"})
+    dev_target: float | None = field(default=None, metadata={"help": (
+        "stop training at the first check whose dev pair accuracy is at least this (none: train every step)")})
+    dev_keep_best: bool = field(default=True, metadata={"help": (
+        "end with the weights of the best dev check (the latest of equals) rather than the last step's")})
 
 
 class PaTaRMSFTTrainer(AtomicCheckpointMixin, SFTTrainer):
@@ -188,6 +197,22 @@ def check_lengths(input_ids: list, max_length: int, files: list[str]) -> None:
         )
 
 
+def dev_callback(data: SFTDataArguments, tokenizer: Any) -> Any:
+    """The dev-pairs check of `data.dev_pairs` (patarm.train.dev), judged with the corpus's template."""
+    from patarm.data import load_pairs
+    from patarm.train.dev import DevPairsCallback
+
+    if not data.judge_template:
+        raise ValueError("dev_pairs needs the judge template the corpus was rendered with: the rows name none, set "
+                         "judge_template")
+    if not Path(data.dev_pairs).is_file():
+        raise FileNotFoundError(f"dev_pairs {data.dev_pairs} does not exist; point it at a pairs file (e.g. a "
+                                "held-back split that `patarm prep` wrote) or leave it unset")
+    pairs = load_pairs(data.dev_pairs).pairs
+    return DevPairsCallback(pairs, tokenizer, data.judge_template, data.max_judgment_tokens, data.dev_eval_steps,
+                            data.dev_target, data.dev_keep_best, data.enable_thinking)
+
+
 def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> PaTaRMSFTTrainer:
     """Load corpora and the judge, train with the loss on the judgment only, save."""
     setup_logging(args)
@@ -210,6 +235,8 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
         train_dataset=Dataset.from_list(to_training_rows(rows, data.loss_format, data.enable_thinking)),
         callbacks=[JsonlMetricsCallback()],
     )
+    if data.dev_pairs:
+        trainer.add_callback(dev_callback(data, tokenizer))
     if max_length and args.max_length is None:
         args.max_length = max_length
         check_lengths(trainer.train_dataset["input_ids"], max_length, data.train_files)
