@@ -13,6 +13,7 @@ the instruction. The SFT pairs lean on the hard rejections (`Sizes.sft_whole_sha
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -33,16 +34,18 @@ CONFIG_DIR = Path(__file__).resolve().parent / "configs"
 class Sizes:
     """How much of everything; `small` is the test-suite version of the same job."""
 
-    # At most 12000 SFT pairs → 24000 rows → 1500 SFT steps of batch 16 for a 0.72M-parameter judge (hidden 128,
-    # 3 layers): the judge escapes a plateau at a seed- and kernel-dependent step, then learns the task. A fixed
-    # length fails some cell either way (1000 steps: seed 1 on an Intel AMX Xeon at 0.885 / 0.780; 1500: seed 2
-    # with SSE kernels at 0.890; docs/results.md), so SFT judges `dev` pairs of the task every `dev_eval_steps`
-    # steps, stops at the first check ≥ `dev_target` and ends on its best check (patarm.train.dev).
-    sft_pairs: int = 12000
+    # SFT of a 0.72M-parameter judge (hidden 128, 3 layers) in cosine cycles of 1000 steps of batch 16 (8000 pairs →
+    # 16000 rows a cycle; warm restarts, SGDR), at most `sft_cycles`; the judge judges the `dev` pairs at the end of
+    # each cycle, where the learning rate has annealed, and stops at the first check ≥ `dev_target` (ending on the
+    # best check otherwise; patarm.train.dev). The judge escapes a plateau at a seed- and kernel-dependent step, so
+    # one fixed length fails some cell either way (1000 steps: seed 1 on an Intel AMX Xeon at 0.885 / 0.780; 1500:
+    # seed 2 with SSE kernels at 0.890; docs/results.md); a judge that has learned by step 1000 is the 1000-step run.
+    sft_pairs: int = 24000
+    sft_cycles: int = 3
     rl_pool: int = 400  # rejection sampling keeps ~7 %: ~25 pairs for GRPO
     heldout: int = 200
     dev: int = 200  # drawn after the held-out pairs, with the task's mix: the held-out pairs stay as they were
-    dev_eval_steps: int = 250
+    dev_eval_steps: int = 1000  # the cycles' ends
     dev_target: float = 0.98
     grpo_steps: int = 40
     hidden: int = 128
@@ -72,8 +75,8 @@ class Sizes:
     @classmethod
     def small(cls) -> Sizes:
         # an untrained-size judge solves nothing, so the small run keeps every RL pair
-        return cls(sft_pairs=64, rl_pool=16, heldout=16, dev=8, grpo_steps=2, hidden=32, layers=1, heads=4, kv_heads=2,
-                   rl_keep=(0.0, 1.0))
+        return cls(sft_pairs=64, sft_cycles=1, rl_pool=16, heldout=16, dev=8, grpo_steps=2, hidden=32, layers=1,
+                   heads=4, kv_heads=2, rl_keep=(0.0, 1.0))
 
 
 def _evaluate(model_dir: Path, heldout, options: GenerationOptions) -> dict:
@@ -124,7 +127,9 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
 
     train_stage("sft", stage_args("sft", CONFIG_DIR / "sft.yaml", out, "--model_name_or_path", out / "base",
                                   "--seed", seed, "--dev_pairs", out / "prep" / "dev" / "pairs.jsonl",
-                                  "--dev_eval_steps", sizes.dev_eval_steps, "--dev_target", sizes.dev_target))
+                                  "--dev_eval_steps", sizes.dev_eval_steps, "--dev_target", sizes.dev_target,
+                                  "--lr_scheduler_type", "cosine_with_restarts",
+                                  "--lr_scheduler_kwargs", json.dumps({"num_cycles": sizes.sft_cycles})))
     stages["sft"] = _evaluate(out / "sft", heldout, greedy)
     dev_checks = read_dev_checks(out / "sft")
     clock.done("SFT judge", note=f"{_brief(stages['sft'])}; {_dev_brief(dev_checks)}")
@@ -168,8 +173,7 @@ def _dev_brief(checks: list[dict]) -> str:
     if not checks:
         return "no dev checks"
     best = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))
-    trail = ", ".join(f"{r['step']}: {r['dev_accuracy']:.3f}" for r in checks)
-    return f"dev accuracy by step {trail}; kept step {best['step']}"
+    return f"dev accuracy at step {best['step']} (kept) {best['dev_accuracy']:.3f}, {len(checks)} checks"
 
 
 def _brief(summary: dict) -> str:

@@ -39,6 +39,11 @@ def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
     table = stage_table(report["stages"]) + (
         f"\n\nGRPO rollouts' pair accuracy (PAR satisfied), mean of the first / last 20 % of steps: "
         f"{trend['pair_accuracy_first']:.3f} → {trend['pair_accuracy_last']:.3f}")
+    if report.get("sft_dev"):  # the SFT stage's checks on the dev pairs (patarm.train.dev)
+        checks = report["sft_dev"]
+        kept = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))["step"]
+        table += ("\n\nSFT dev pair accuracy by step (the judge kept is the best check's, step "
+                  f"{kept}): " + ", ".join(f"{r['step']}: {r['dev_accuracy']:.3f}" for r in checks))
     print("\n" + table + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "grpo_curve.png"}
     plot_grpo_curve(report["grpo_curve"], paths["plot"])

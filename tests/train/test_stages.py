@@ -89,6 +89,11 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
     for stage in saved["stages"].values():
         assert {"accuracy", "format_valid", "margin"} <= set(stage) and 0 <= stage["accuracy"] <= 1
     assert saved["grpo_curve"] and {"step", "pair_accuracy", "margin", "reward"} <= set(saved["grpo_curve"][0])
+    # SFT judged the dev pairs (drawn after the held-out ones, none of them) at its last step at least
+    dev, heldout = (load_pairs(tmp_path / "prep" / s / "pairs.jsonl").pairs for s in ("dev", "heldout"))
+    assert len(dev) == sizes.dev and not {p.id for p in dev} & {p.id for p in heldout}
+    assert saved["sft_dev"] and saved["sft_dev"][-1]["best"] in (True, False)
+    assert "SFT dev pair accuracy by step" in (tmp_path / "report.md").read_text()
     assert Path(report["paths"]["plot"]).stat().st_size > 1000
     assert (tmp_path / "export" / "model.safetensors").is_file()
 
