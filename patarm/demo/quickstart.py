@@ -140,17 +140,25 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     write_step(out / "prep" / "rl", rl_manifest, {"pairs.jsonl": kept})
     clock.done("RL set", note=f"kept {len(kept)} of {len(rl_pool)} pairs ({dict(rl_manifest.dropped)})")
 
-    train_stage("grpo", stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed,
-                                   "--max_steps", sizes.grpo_steps))
-    stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
-    clock.done("GRPO judge", note=_brief(stages["grpo"]))
+    grpo_skipped = None
+    if kept:
+        train_stage("grpo", stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed,
+                                       "--max_steps", sizes.grpo_steps))
+        stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
+        clock.done("GRPO judge", note=_brief(stages["grpo"]))
+    else:  # every pool pair outside the band: PAR has no pair whose rollouts disagree, GRPO nothing to learn from
+        grpo_skipped = (f"the RL set is empty (0 of {len(rl_pool)} pool pairs kept: {dict(rl_manifest.dropped)}); "
+                        "the GRPO judge is the SFT judge")
+        stages["grpo"] = dict(stages["sft"])
+        clock.done("GRPO judge", note=f"skipped: {grpo_skipped}")
 
     import torch
 
     from patarm.export import export
-    export(out / "grpo", out / "export", eval_results={k: v for k, v in stages.items()}, overwrite=True)
+    export(out / ("sft" if grpo_skipped else "grpo"), out / "export", eval_results=dict(stages), overwrite=True)
     clock.done("export")
-    report = {"stages": stages, "grpo_curve": grpo_curve(out / "grpo" / "metrics.jsonl"), "sft_dev": dev_checks,
+    report = {"stages": stages, "grpo_curve": [] if grpo_skipped else grpo_curve(out / "grpo" / "metrics.jsonl"),
+              "grpo_skipped": grpo_skipped, "sft_dev": dev_checks,
               "seconds": round(clock.last - clock.t0, 1), "timings": clock.timings, "seed": seed,
               "sizes": asdict(sizes),
               # the ATen kernel set this process ran (ATEN_CPU_CAPABILITY forces another CPU's): the outcome depends

@@ -34,11 +34,12 @@ def curve_trend(curve: list[dict], frac: float = 0.2) -> dict[str, float]:
 
 def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
     """Print the table; write report.md, report.json and grpo_curve.png; return their paths."""
-    report["grpo_trend"] = curve_trend(report["grpo_curve"])
+    report["grpo_trend"] = curve_trend(report["grpo_curve"]) if report["grpo_curve"] else None
     trend = report["grpo_trend"]
     table = stage_table(report["stages"]) + (
         f"\n\nGRPO rollouts' pair accuracy (PAR satisfied), mean of the first / last 20 % of steps: "
-        f"{trend['pair_accuracy_first']:.3f} → {trend['pair_accuracy_last']:.3f}")
+        f"{trend['pair_accuracy_first']:.3f} → {trend['pair_accuracy_last']:.3f}" if trend else
+        f"\n\nGRPO skipped: {report.get('grpo_skipped') or 'no GRPO steps logged'}")
     if report.get("sft_dev"):  # the SFT stage's checks on the dev pairs (patarm.train.dev)
         checks = report["sft_dev"]
         kept = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))["step"]
@@ -46,11 +47,14 @@ def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
                   f"{kept}): " + ", ".join(f"{r['step']}: {r['dev_accuracy']:.3f}" for r in checks))
     print("\n" + table + "\n", flush=True)
     paths = {"report_md": out / "report.md", "report_json": out / "report.json", "plot": out / "grpo_curve.png"}
-    plot_grpo_curve(report["grpo_curve"], paths["plot"])
+    if report["grpo_curve"]:
+        plot_grpo_curve(report["grpo_curve"], paths["plot"])
+    else:
+        del paths["plot"]
     paths["report_json"].write_text(json.dumps(report, indent=2))
     paths["report_md"].write_text(
         "# PaTaRM quickstart report\n\nHeld-out pairs judged pointwise (greedy); the chosen response wins when its "
         "score is strictly higher. Brackets: 95 % bootstrap interval over the held-out pairs (BCa, 1000 resamples, "
-        "seed 0).\n\n" + table + f"\n\n![GRPO curve]({paths['plot'].name})\n\nTotal time: "
-        f"{report.get('seconds', 0)} s\n")
+        "seed 0).\n\n" + table + (f"\n\n![GRPO curve]({paths['plot'].name})" if "plot" in paths else "")
+        + f"\n\nTotal time: {report.get('seconds', 0)} s\n")
     return {k: str(v) for k, v in paths.items()}

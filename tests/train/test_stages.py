@@ -99,6 +99,22 @@ def test_quickstart_small_writes_the_report(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+def test_quickstart_with_an_empty_rl_set_skips_grpo(tmp_path, monkeypatch):
+    """A judge that gets every pool pair right in every rollout leaves rejection sampling nothing (measured: a
+    3-cycle SFT judge kept 0 of 400): GRPO is skipped and said so, the SFT judge is exported, the run finishes."""
+    monkeypatch.chdir(ROOT)
+    from patarm.demo.quickstart import Sizes, run
+
+    run(tmp_path, replace(Sizes.small(), rl_keep=(0.5, 1.0)))  # the small judge's correct rate is 0: none kept
+    saved = json.loads((tmp_path / "report.json").read_text())
+    assert "the RL set is empty (0 of 16" in saved["grpo_skipped"] and saved["grpo_curve"] == []
+    assert saved["stages"]["grpo"] == saved["stages"]["sft"] and saved["grpo_trend"] is None
+    assert "GRPO skipped: the RL set is empty" in (tmp_path / "report.md").read_text()
+    assert not (tmp_path / "grpo").exists() and not (tmp_path / "grpo_curve.png").exists()
+    assert (tmp_path / "export" / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
 def test_the_spread_bench_runs_two_seeds_under_forced_kernels_and_resumes(tmp_path):
     """`bench/quickstart_spread.py` at the test-suite size: two seeds under another CPU's kernels (SSE, forced through
     the environment of each cell), each its own run with its own judge, the table read back without rerunning. The
