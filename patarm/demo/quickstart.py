@@ -180,7 +180,9 @@ def read_dev_checks(stage_dir: Path) -> list[dict]:
 def _dev_brief(checks: list[dict]) -> str:
     if not checks:
         return "no dev checks"
-    best = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))
+    from patarm.train.dev import best_check
+
+    best = best_check(checks)
     return f"dev accuracy at step {best['step']} (kept) {best['dev_accuracy']:.3f}, {len(checks)} checks"
 
 

@@ -42,7 +42,9 @@ def write_quickstart_report(report: dict, out: Path) -> dict[str, str]:
         f"\n\nGRPO skipped: {report.get('grpo_skipped') or 'no GRPO steps logged'}")
     if report.get("sft_dev"):  # the SFT stage's checks on the dev pairs (patarm.train.dev)
         checks = report["sft_dev"]
-        kept = max(checks, key=lambda r: (r["dev_accuracy"], r["step"]))["step"]
+        from patarm.train.dev import best_check
+
+        kept = best_check(checks)["step"]
         table += ("\n\nSFT dev pair accuracy by step (the judge kept is the best check's, step "
                   f"{kept}): " + ", ".join(f"{r['step']}: {r['dev_accuracy']:.3f}" for r in checks))
     print("\n" + table + "\n", flush=True)

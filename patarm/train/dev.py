@@ -56,6 +56,11 @@ def dev_pair_accuracy(model: Any, tokenizer: Any, pairs: Sequence[PreferencePair
             "dev_format_valid": sum(s is not None for s in scores) / max(len(scores), 1)}
 
 
+def best_check(rows: Sequence[dict]) -> dict | None:
+    """The check a run ends on: the highest dev accuracy, the latest of equals (None without checks)."""
+    return max(rows, key=lambda r: (r["dev_accuracy"], r["step"])) if rows else None
+
+
 class DevPairsCallback(TrainerCallback):
     """See the module docstring. `target`: stop training at the first check at or above it (None: never);
     `keep_best`: end with the weights of the best check (the latest of equals) rather than the last step's."""
@@ -82,7 +87,7 @@ class DevPairsCallback(TrainerCallback):
         return Path(args.output_dir) / "dev.jsonl", Path(args.output_dir) / "dev-best.pt"
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if getattr(args, "fsdp", None) or _zero3(kwargs.get("model"), args):
+        if getattr(args, "fsdp", None) or _zero3(args):
             raise ValueError("dev_pairs: judging dev pairs during training needs the whole model on each process; "
                              "it is not supported with DeepSpeed ZeRO-3 or FSDP (judge the saved checkpoints with "
                              "`patarm eval` instead)")
@@ -98,10 +103,8 @@ class DevPairsCallback(TrainerCallback):
                 for path in (log, best, best.with_suffix(".json")):
                     path.unlink(missing_ok=True)
         self.history = rows
-        self.best = None
-        for r in rows:
-            if self.best is None or r["dev_accuracy"] >= self.best[0]:
-                self.best = (r["dev_accuracy"], r["step"])
+        top = best_check(rows)
+        self.best = (top["dev_accuracy"], top["step"]) if top else None
         if self.best is not None and self.keep_best and _saved_step(best) != self.best[1]:
             # the best check before the checkpoint was overwritten by a later one the resumed run no longer has
             logger.warning("dev pairs: the weights of the best check so far (step %d) are gone; the best is chosen "
@@ -182,7 +185,7 @@ def _saved_step(path: Path) -> int | None:
     return json.loads(marker.read_text(encoding="utf-8")).get("step")
 
 
-def _zero3(model: Any, args: Any) -> bool:
+def _zero3(args: Any) -> bool:
     from transformers.integrations.deepspeed import is_deepspeed_zero3_enabled
 
     return bool(getattr(args, "deepspeed", None)) and is_deepspeed_zero3_enabled()
