@@ -7,8 +7,9 @@ when the chosen side's score beats the rejected side's — the pair accuracy `pa
 
 Each check appends `{"step", "dev_accuracy", "dev_format_valid", "best"}` to `<output_dir>/dev.jsonl`; a new
 best's trainable weights go to `<output_dir>/dev-best.pt` (CPU tensors; its step in `dev-best.json`), so a
-resumed run knows its best so far and can still restore it. The main process judges, every process gets its
-result (a broadcast), so the stop and the restore happen on all of them. Sharded training (DeepSpeed ZeRO-3,
+resumed run knows its best so far and can still restore it. The main process judges and keeps these files; every
+process gets the checks, the decisions and, at the end, the best weights from it (broadcasts), so the stop and the
+restore happen on all of them, also where each node has its own output folder. Sharded training (DeepSpeed ZeRO-3,
 FSDP), where no process holds the whole model, is refused.
 """
 
@@ -92,20 +93,23 @@ class DevPairsCallback(TrainerCallback):
                              "it is not supported with DeepSpeed ZeRO-3 or FSDP (judge the saved checkpoints with "
                              "`patarm eval` instead)")
         log, best = self._paths(args)
-        rows = []
-        if state.global_step > 0 and log.is_file():  # a resumed run keeps the checks up to its checkpoint
-            rows = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines() if x.strip()]
-            rows = [r for r in rows if r["step"] <= state.global_step]
-        if state.is_world_process_zero:
+        rows, saved_step = [], None
+        if state.is_world_process_zero:  # only the main process's output folder holds the checks (one per node
+            # without a shared file system): it reads them, the others get them from it
+            if state.global_step > 0 and log.is_file():  # a resumed run keeps the checks up to its checkpoint
+                rows = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines() if x.strip()]
+                rows = [r for r in rows if r["step"] <= state.global_step]
             if rows:
                 write_jsonl(rows, log)
             else:
                 for path in (log, best, best.with_suffix(".json")):
                     path.unlink(missing_ok=True)
+            saved_step = _saved_step(best)
+        rows, saved_step = _from_main(args, (rows, saved_step))
         self.history = rows
         top = best_check(rows)
         self.best = (top["dev_accuracy"], top["step"]) if top else None
-        if self.best is not None and self.keep_best and _saved_step(best) != self.best[1]:
+        if self.best is not None and self.keep_best and saved_step != self.best[1]:
             # the best check before the checkpoint was overwritten by a later one the resumed run no longer has
             logger.warning("dev pairs: the weights of the best check so far (step %d) are gone; the best is chosen "
                            "among the checks from step %d on", self.best[1], state.global_step + 1)
@@ -124,14 +128,26 @@ class DevPairsCallback(TrainerCallback):
         import torch
 
         _, path = self._paths(args)
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-        if saved.get("step") != self.best[1]:
-            raise RuntimeError(f"{path} holds the weights of step {saved.get('step')}, not of the best dev check "
-                               f"(step {self.best[1]}): the run folder was changed during training")
-        params = dict(model.named_parameters())
-        with torch.no_grad():
-            for name, tensor in saved["weights"].items():
-                params[name].copy_(tensor.to(params[name].device, params[name].dtype))
+        params = {n: p for n, p in model.named_parameters() if p.requires_grad}
+        problem = None
+        if state.is_world_process_zero:  # the main process holds the file; every process gets the weights from it
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+            if saved.get("step") != self.best[1]:
+                problem = (f"{path} holds the weights of step {saved.get('step')}, not of the best dev check "
+                           f"(step {self.best[1]}): the run folder was changed during training")
+            else:
+                with torch.no_grad():
+                    for name, tensor in saved["weights"].items():
+                        params[name].copy_(tensor.to(params[name].device, params[name].dtype))
+        problem = _from_main(args, problem)
+        if problem:
+            raise RuntimeError(problem)
+        if args.world_size > 1:
+            import torch.distributed as dist
+
+            with torch.no_grad():
+                for name in sorted(params):  # the same order on every process
+                    dist.broadcast(params[name].data, src=0)
         logger.info("dev pairs: restored the weights of step %d (dev accuracy %.3f; the last step's: %.3f)",
                     self.best[1], self.best[0], self.history[-1]["dev_accuracy"])
 
@@ -143,12 +159,7 @@ class DevPairsCallback(TrainerCallback):
         if state.is_world_process_zero:
             metrics = dev_pair_accuracy(model, self.tokenizer, self.pairs, self.template, self.max_new_tokens,
                                         self.batch_size, self.enable_thinking)
-        if args.world_size > 1:
-            from accelerate.utils import broadcast_object_list
-
-            box = [metrics]
-            broadcast_object_list(box, from_process=0)
-            metrics = box[0]
+        metrics = _from_main(args, metrics)
         self.last_step = state.global_step
         accuracy = metrics["dev_accuracy"]
         improved = self.best is None or accuracy >= self.best[0]
@@ -175,6 +186,17 @@ class DevPairsCallback(TrainerCallback):
             logger.info("dev pairs: accuracy %.3f >= dev_target %.3f at step %d, training stops", accuracy,
                         self.target, state.global_step)
             control.should_training_stop = True
+
+
+def _from_main(args: Any, value: Any) -> Any:
+    """The main process's `value` on every process (a broadcast; `value` itself with one process)."""
+    if args.world_size <= 1:
+        return value
+    from accelerate.utils import broadcast_object_list
+
+    box = [value]
+    broadcast_object_list(box, from_process=0)
+    return box[0]
 
 
 def _saved_step(path: Path) -> int | None:

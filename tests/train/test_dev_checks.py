@@ -108,3 +108,60 @@ def test_dev_accuracy_is_the_pair_accuracy_patarm_eval_reports(sft_judge):
     assert got["dev_accuracy"] == pytest.approx(want["accuracy"])
     assert got["dev_format_valid"] == 1.0
     assert torch.is_grad_enabled()
+
+
+TWO_RANKS = """
+import json, os, shutil, sys
+from pathlib import Path
+import patarm.train.dev as dev
+from patarm.train import parse_args as parse
+from patarm.train import sft
+from patarm.train.common import weight_fingerprint
+
+seen, script = [], [0.5, 0.9, 0.7, 0.8]
+
+def fake(model, *args, **kwargs):
+    seen.append(weight_fingerprint(model.named_parameters()))
+    return {"dev_accuracy": script[len(seen) - 1], "dev_format_valid": 1.0}
+
+dev.dev_pair_accuracy = fake
+root, rank = Path(sys.argv[1]), int(os.environ["RANK"])
+run = root / f"node-{rank}"  # each process its own folder: two machines without a shared file system
+shutil.copytree(root / "data", run)
+trainer = sft.train(*parse("sft", ["--config", sys.argv[2], "--run_dir", str(run), "--max_steps", "8",
+                                   "--train_files", str(run / "prep" / "pointwise" / "sft.jsonl"),
+                                   "--model_name_or_path", str(run / "tiny-base"),
+                                   "--report_to", "none", "--dev_pairs", str(run / "prep" / "dev" / "pairs.jsonl"),
+                                   "--dev_eval_steps", "2"]))
+(run / "fingerprints.json").write_text(json.dumps({"final": weight_fingerprint(trainer.model.named_parameters()),
+                                                   "seen": seen}))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_without_a_shared_folder_end_on_the_best_check(tmp_path):
+    """Two real processes (DDP), each with its own output folder, as on two machines without a shared file system:
+    only the main process judges and holds dev-best.pt, and both end on the weights of its best check."""
+    import os
+    import subprocess
+    import sys
+
+    from patarm.models import resolve_model
+
+    _corpus(tmp_path / "data")
+    texts = [m["content"] for r in read_jsonl(tmp_path / "data" / "prep" / "pointwise" / "sft.jsonl")
+             for m in r["messages"]]
+    resolve_model("tiny:hidden_size=64,num_layers=2,vocab_size=512", texts=texts, output_dir=tmp_path / "data")
+    script = tmp_path / "two_ranks.py"
+    script.write_text(TWO_RANKS)
+    accelerate = str(Path(sys.executable).parent / "accelerate")
+    proc = subprocess.run([accelerate, "launch", "--multi_gpu", "--num_processes", "2", "--main_process_port", "0",
+                           str(script), str(tmp_path), str(ROOT / "configs/sft/tiny.yaml")], cwd=ROOT,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"}, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-6000:]
+    main, other = (json.loads((tmp_path / f"node-{r}" / "fingerprints.json").read_text()) for r in (0, 1))
+    assert len(main["seen"]) == 4 and other["seen"] == []  # the main process judged every check, alone
+    assert main["final"] == main["seen"][1] != main["seen"][3]  # step 4's weights, the best check's, not the last's
+    assert other["final"] == main["final"]  # the other process ends on the same weights
+    assert not (tmp_path / "node-1" / "sft" / "dev-best.pt").exists()  # which it never had on its disk
+    assert [r["step"] for r in read_jsonl(tmp_path / "node-0" / "sft" / "dev.jsonl")] == [2, 4, 6, 8]
