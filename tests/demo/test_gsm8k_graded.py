@@ -162,9 +162,15 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
 
     base = parse_args([])
     assert base.teacher == "graded" and base.skill == "gsm8k-judge-graded" and "evidence" in base.arms
-    assert parse_args(["--teacher", "binary", "--arms", "reference"]).skill == "gsm8k-judge"
+    assert (base.teacher_numbers, base.teacher_issues_line, base.max_new_tokens) == ("canonical", True, 104)
+    binary = ["--teacher", "binary", "--teacher_numbers", "as-written", "--teacher_issues_line", "false"]
+    assert parse_args([*binary, "--arms", "reference"]).skill == "gsm8k-judge"
+    config = str(Path(ablations.__file__).parents[1] / "configs" / "gsm8k-binary.yaml")
+    assert parse_args(["--config", config]).teacher == "binary"
     with pytest.raises(ValueError, match="evidence arm needs teacher graded"):
-        parse_args(["--teacher", "binary"])
+        parse_args(binary)
+    with pytest.raises(ValueError, match="add --teacher_numbers as-written --teacher_issues_line false"):
+        parse_args(["--teacher", "binary", "--arms", "reference"])
     changed = {}
     for name in ablations.names():
         args = parse_args(["--ablation", name])
@@ -174,12 +180,15 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
                        "label-reward": {"reward", "run_dir", "ablation"},
                        "sft-more": {"grpo_steps", "sft_epochs", "run_dir", "ablation"},
                        "rubric-adaptive": {"rubric_mode", "max_new_tokens", "run_dir", "ablation"},
-                       "numbers-canonical": {"teacher_numbers", "run_dir", "ablation"},
-                       "issues-line": {"teacher_issues_line", "max_new_tokens", "run_dir", "ablation"}}
-    with pytest.raises(ValueError, match="teacher_numbers canonical needs teacher graded"):
-        parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_numbers", "canonical"])
-    with pytest.raises(ValueError, match="teacher_issues_line needs teacher graded"):
-        parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_issues_line", "true"])
+                       "numbers-canonical": {"teacher_issues_line", "max_new_tokens", "run_dir", "ablation"},
+                       "as-written": {"teacher_numbers", "teacher_issues_line", "max_new_tokens", "run_dir",
+                                      "ablation"},
+                       "issues-line": {"run_dir", "ablation"}}  # the default since 2026-12-06
+    with pytest.raises(ValueError, match="teacher_numbers canonical .* needs teacher graded"):
+        parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_numbers", "canonical",
+                    "--teacher_issues_line", "false"])
+    with pytest.raises(ValueError, match="teacher_issues_line .* needs teacher graded"):
+        parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_numbers", "as-written"])
     with pytest.raises(ValueError, match="no such ablation"):
         parse_args(["--ablation", "nope"])
     with pytest.raises(ValueError, match="sft_epochs must be > 0"):

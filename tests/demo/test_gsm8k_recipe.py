@@ -48,6 +48,7 @@ def test_gsm8k_skill_recipe_runs_end_to_end_and_resumes(tmp_path, bench):
     # the reference arm's judge sees the reference, not the evidence arm's arithmetic check
     sft_rows = (run_dir / "reference" / "prep" / "pointwise" / "sft.jsonl").read_text()
     assert "reference-answer" in sft_rows and "Verifier evidence" not in sft_rows
+    assert "issues :: " in sft_rows  # the default teacher states the count of issues (since 2026-12-06)
     md = (run_dir / "report.md").read_text()
     assert "Oracle@4" in md and "majority vote" in md and "BT scalar RM" in md and "tie" in md and "adaptive@2" in md
     assert (run_dir / "bo4.png").stat().st_size > 0

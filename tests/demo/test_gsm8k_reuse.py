@@ -162,9 +162,9 @@ def test_an_argument_the_source_predates_counts_as_its_default(tmp_path):
     del old["arguments"]["follows_no_repeat"]          # a run made before the argument existed
     del old["arguments"]["teacher_numbers"]
     write_json(old, report)
-    assert _reuse(src, tmp_path / "same", "--follows_no_repeat", "1")["reference"]["stages"][:2] == ["prep/pointwise",
-                                                                                                      "sft"]
-    got = _reuse(src, tmp_path / "canonical", "--ablation", "numbers-canonical")["reference"]  # another SFT corpus
+    same = _reuse(src, tmp_path / "same", "--follows_no_repeat", "1", "--teacher_numbers", "as-written")
+    assert same["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
+    got = _reuse(src, tmp_path / "canonical")["reference"]  # the default since 2026-12-06: another SFT corpus
     assert got["stages"] == ["eval/base.jsonl"] and "teacher_numbers" in got["not_reused"]
     got = _reuse(src, tmp_path / "more")["reference"]  # the CPU default repeats them 4× since 2026-12-04
     assert got["stages"] == ["eval/base.jsonl"] and "follows_no_repeat" in got["not_reused"]

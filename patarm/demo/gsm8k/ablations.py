@@ -6,8 +6,9 @@ changes one thing on the reference arm (same default config, seed and compute), 
 
 Rows: `baseline` (the recipe as shipped), `f-constant` (graded vs constant f(δ)), `label-reward` (PAR vs a
 pointwise ±1 label reward), `sft-more` (GRPO-PAR vs more SFT epochs), `rubric-adaptive` (rubric mode primary vs
-adaptive), `numbers-canonical` (the teacher states numbers in one spelling), `issues-line` (the teacher states the
-count of issues before the score) — the last two for evidence-verdict consistency.
+adaptive), and for evidence-verdict consistency `as-written` (the teacher before 2026-12-06: numbers as written, no
+count of issues), `numbers-canonical` (one spelling, no count: the row as measured) and `issues-line` (one spelling and
+the count before the score: the default since 2026-12-06, so the same as `baseline`).
 `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`); the rows that change
 only GRPO (f-constant, label-reward) link the baseline row's SFT judge, corpus, RL set and judgments
 (`reuse_sft`, patarm.demo.gsm8k.reuse), so they differ from it in GRPO alone. `--reuse_sft RUN` (e.g. a finished

@@ -47,6 +47,8 @@ from patarm.io import read_json, write_json
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs"
 DEFAULT_CONFIG = CONFIG_DIR / "gsm8k-recipe.yaml"
+BINARY_HINT = ("with --teacher binary add --teacher_numbers as-written --teacher_issues_line false, or use "
+               "--config patarm/demo/configs/gsm8k-binary.yaml")
 ARMS = ("reference", "no-reference", "evidence")
 # what each arm discloses to the judge: (the reference answer, the skill's arithmetic-check evidence)
 DISCLOSES = {"reference": (True, False), "no-reference": (False, False), "evidence": (False, True)}
@@ -73,11 +75,12 @@ class GSM8KArguments(RunArguments):
                              "sample-specific <rubric> first; graded teacher)", "choices": ["primary", "adaptive"]})
     teacher_numbers: str = field(default="as-written", metadata={"help": "graded teacher: state the answers and "
                                  "the last step as written (5,600 / 75.00) or canonical (5600 / 75), so that "
-                                 "`correct` and `follows` are string equalities (ablation numbers-canonical)",
+                                 "`correct` and `follows` are string equalities (the recipe config's default "
+                                 "since 2026-12-06; ablation as-written)",
                                  "choices": ["as-written", "canonical"]})
     teacher_issues_line: bool = field(default=False, metadata={"help": "graded teacher: also state the count of "
                                       "issues as the last <eval> line (`issues :: 1`), so the score is a lookup "
-                                      "from a stated number (ablation issues-line)"})
+                                      "from a stated number (the recipe config's default since 2026-12-06)"})
     margin: str = field(default="graded", metadata={"help": "GRPO-PAR's f(δ): graded or constant (ablation)"})
     reward: str = field(default="par", metadata={"help": "GRPO reward: par, or label (ablation: +1/−1 per rollout "
                         "against the pair's label)", "choices": ["par", "label"]})
@@ -172,10 +175,11 @@ class GSM8KArguments(RunArguments):
 
         self.eval_dtype = auto_dtype(self.eval_dtype, self.judge_device)
         if self.teacher_numbers != "as-written" and self.teacher != "graded":
-            raise ValueError("teacher_numbers canonical needs teacher graded (the binary teacher states numbers as "
-                             "written)")
+            raise ValueError("teacher_numbers canonical (the recipe's default) needs teacher graded: the binary "
+                             f"teacher states numbers as written — {BINARY_HINT}")
         if self.teacher_issues_line and self.teacher != "graded":
-            raise ValueError("teacher_issues_line needs teacher graded (the binary teacher counts no issues)")
+            raise ValueError(f"teacher_issues_line (on by default) needs teacher graded: the binary teacher counts no "
+                             f"issues — {BINARY_HINT}")
         if self.rubric_mode == "adaptive" and self.teacher != "graded":
             raise ValueError("rubric_mode adaptive needs teacher graded (the binary teacher writes no <rubric>)")
         if "evidence" in self.arms and self.teacher != "graded":
