@@ -182,8 +182,9 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
                        "rubric-adaptive": {"rubric_mode", "max_new_tokens", "run_dir", "ablation"},
                        "numbers-canonical": {"teacher_issues_line", "max_new_tokens", "run_dir", "ablation"},
                        "as-written": {"teacher_numbers", "teacher_issues_line", "max_new_tokens", "run_dir",
-                                      "ablation"},
-                       "issues-line": {"run_dir", "ablation"}}  # the default since 2026-12-06
+                                      "ablation"}}
+    with pytest.raises(ValueError, match="issues-line.* default since 2026-12-06.*--ablation baseline"):
+        parse_args(["--ablation", "issues-line"])  # it became the default: not run twice by --ablation all
     with pytest.raises(ValueError, match="teacher_numbers canonical .* needs teacher graded"):
         parse_args(["--teacher", "binary", "--arms", "reference", "--teacher_numbers", "canonical",
                     "--teacher_issues_line", "false"])

@@ -1,4 +1,4 @@
-"""The graded teacher's issues line (`teacher_issues_line`, ablation `issues-line`): the count of issues stated
+"""The graded teacher's issues line (`teacher_issues_line`, the default since 2026-12-06): the count of issues stated
 before the score, and the consistency checker holding a judgment to it (no model is trained here)."""
 
 import pytest

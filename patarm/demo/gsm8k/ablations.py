@@ -7,8 +7,9 @@ changes one thing on the reference arm (same default config, seed and compute), 
 Rows: `baseline` (the recipe as shipped), `f-constant` (graded vs constant f(δ)), `label-reward` (PAR vs a
 pointwise ±1 label reward), `sft-more` (GRPO-PAR vs more SFT epochs), `rubric-adaptive` (rubric mode primary vs
 adaptive), and for evidence-verdict consistency `as-written` (the teacher before 2026-12-06: numbers as written, no
-count of issues), `numbers-canonical` (one spelling, no count: the row as measured) and `issues-line` (one spelling and
-the count before the score: the default since 2026-12-06, so the same as `baseline`).
+count of issues) and `numbers-canonical` (one spelling, no count: the row as measured). The row `issues-line` (one
+spelling and the count before the score) became the default on 2026-12-06 and is `baseline` now: naming it says so
+rather than running the baseline twice under `--ablation all`.
 `--ablation all --run_dir R` puts row NAME in `R/NAME` (default `runs/gsm8k-ablations/NAME`); the rows that change
 only GRPO (f-constant, label-reward) link the baseline row's SFT judge, corpus, RL set and judgments
 (`reuse_sft`, patarm.demo.gsm8k.reuse), so they differ from it in GRPO alone. `--reuse_sft RUN` (e.g. a finished
@@ -46,7 +47,14 @@ def flag_value(argv: list[str], flag: str) -> tuple[str | None, list[str]]:
     return value, rest
 
 
+# rows that became the default: `--ablation NAME` says which row runs them now
+RETIRED = {"issues-line": "the default since 2026-12-06 (teacher_numbers canonical, teacher_issues_line true, "
+                          "max_new_tokens 104): run --ablation baseline, which has the same arguments"}
+
+
 def config_of(name: str) -> Path:
+    if name in RETIRED:
+        raise ValueError(f"--ablation {name!r} is {RETIRED[name]}")
     path = ABLATION_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ValueError(f"--ablation {name!r}: no such ablation; choose one of {names()} or all "

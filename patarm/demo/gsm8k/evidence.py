@@ -25,9 +25,10 @@ an unused number of the question — so 0-3 issues.
     not mounted (correct :: unknown)       7 − 3 × issues  (7, 4, 1)
     no final answer                        1
 
-With `issues_line` (the recipe's `teacher_issues_line`, ablation `issues-line`) the teacher also states the count of
-issues as a last `<eval>` line, so the score is a lookup from a stated number rather than a sum the judge must do
-while writing the score: the seed-0 SFT judge's commonest slip was a `follows :: no` it stated and did not subtract.
+With `issues_line` (the recipe's `teacher_issues_line`, the default since 2026-12-06) the teacher also states the
+count of issues as a last `<eval>` line, so the score is a lookup from a stated number rather than a sum the judge
+must do while writing the score: the seed-0 SFT judge's commonest slip was a `follows :: no` it stated and did not
+subtract.
 
 With the reference, every correct solution outranks every incorrect one (≥ 7 vs ≤ 4: a chosen/rejected margin
 δ ≥ 3 > 2, PAR's graded f(δ) pays its higher value), and the issues order the solutions within each side, so the
