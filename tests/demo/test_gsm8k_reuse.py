@@ -63,6 +63,9 @@ def test_what_differs_is_redone_and_named(tmp_path):
     # rejection sampling that also keeps pairs for GRPO's other rewards: another RL set, the same SFT judge
     got = _reuse(src, tmp_path / "keep", "--rl_keep_rewards", "patarm.demo.gsm8k.consistency:evidence_reward")
     assert got["reference"]["rl_differs"] == ["rl_keep_rewards"] and "sft" in got["reference"]["stages"]
+    # near-miss pairs added to the RL pool: another RL set, the same SFT judge
+    got = _reuse(src, tmp_path / "misses", "--rl_near_misses", "80")
+    assert got["reference"]["rl_differs"] == ["rl_near_misses"] and "sft" in got["reference"]["stages"]
     # a run that trained its own SFT judge keeps it and links nothing beside it
     own = tmp_path / "own" / "reference" / "sft"
     own.mkdir(parents=True)

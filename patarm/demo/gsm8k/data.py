@@ -9,6 +9,7 @@ labels every metric is computed against; the teacher re-derives correctness with
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -126,6 +127,69 @@ def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclos
                 )
             )
     return pairs
+
+
+ANSWER_MARKER = "A:"  # the pool's solutions end in `A: <answer>`
+NEAR_MISS_KINDS = ("drop-digit", "add-digit", "add-decimal", "sign")
+
+
+def near_miss(answer: str, rng: random.Random) -> tuple[str, str] | None:
+    """(kind, wrong answer) for a plain-number `answer`, None for anything else: a wrong answer that a judge reading
+    numbers by their start or their digits takes for the right one — the slips of the trained GSM8K judge
+    (`pass` beside `24` against the reference `2`; `follows :: yes` beside a last step `2.1818…` and the answer
+    `2`, `312500` and `31250`, `-13` and `13`). Kinds: `drop-digit` (2400 → 240), `add-digit` (2 → 27),
+    `add-decimal` (2 → 2.5), `sign` (13 → -13); one is drawn from those that apply."""
+    from patarm.demo.gsm8k.evidence import canonical_number
+
+    a = canonical_number(answer.strip())
+    if not re.fullmatch(r"-?\d+(\.\d+)?", a):
+        return None
+    options = [("add-digit", a + str(rng.randint(1, 9)))] if a.lstrip("-") != "0" else []
+    if len(a.lstrip("-").replace(".", "")) >= 2:
+        options.append(("drop-digit", a[:-1].rstrip(".")))
+    if "." not in a:
+        options.append(("add-decimal", f"{a}.{rng.randint(1, 9)}"))
+    if a != "0":
+        options.append(("sign", a[1:] if a.startswith("-") else "-" + a))
+    return rng.choice(options)
+
+
+def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose: bool, skill: str,
+                    evidence: bool = False) -> tuple[list[PreferencePair], Manifest]:
+    """Up to `count` synthetic pairs, one per problem in order: a correct solution (seeded pick) against the same
+    solution with its final answer replaced by a near miss (`near_miss`) — wrong, and no longer the last step's
+    result. A judge that compares numbers by their start scores both alike and loses PAR on them, so rejection
+    sampling keeps the pairs it gets wrong. The manifest counts the problems skipped (no `A:` line, an answer that
+    is not a plain number, a near miss equal to the reference)."""
+    from patarm.verify.mathans import answers_equal
+
+    rng, pairs, manifest = random.Random(seed), [], Manifest()
+    for p in problems:
+        if len(pairs) >= count:
+            break
+        manifest.rows_in += 1
+        c = rng.choice([k for k in range(len(p.sources)) if p.correct[k]])
+        solution = p.solutions[c]
+        at = solution.rfind(ANSWER_MARKER)
+        miss = near_miss(solution[at + len(ANSWER_MARKER):], rng) if at >= 0 else None
+        if at < 0:
+            manifest.drop("no_answer_line", f"{p.id}:{p.sources[c]}: no {ANSWER_MARKER!r} line")
+            continue
+        if miss is None:
+            manifest.drop("not_a_plain_number", f"{p.id}:{p.sources[c]}: final answer not a plain number")
+            continue
+        if answers_equal(p.answer, miss[1]):
+            manifest.drop("equals_reference", f"{p.id}:{p.sources[c]}: near miss {miss[1]} equals the reference")
+            continue
+        pairs.append(PreferencePair(
+            id=f"{p.id}:{p.sources[c]}>{p.sources[c]}~{miss[0]}", prompt=[{"role": "user", "content": p.question}],
+            chosen=solution, rejected=f"{solution[:at]}{ANSWER_MARKER} {miss[1]}", domain="math", source="gsm8k",
+            metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "evidence": evidence,
+                      "skill": skill, "chosen_source": p.sources[c], "rejected_source": f"{p.sources[c]}~{miss[0]}",
+                      "near_miss": miss[0]}))
+        manifest.rows_out += 1
+    manifest.extra["kinds"] = {k: sum(q.metadata["near_miss"] == k for q in pairs) for k in NEAR_MISS_KINDS}
+    return pairs, manifest
 
 
 def take(problems: Sequence[Problem], count: int, start: int = 0, mixed_only: bool = True) -> list[Problem]:

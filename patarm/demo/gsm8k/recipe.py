@@ -112,6 +112,10 @@ class GSM8KArguments(RunArguments):
         "help": "rejection sampling also keeps a pair outside rl_keep when these reward functions ('module:function', "
                 "as GRPO's extra_rewards) score one side's rollouts unequally: GRPO has a non-zero advantage there "
                 "where PAR alone may have none (e.g. the evidence check on a pair the judge already ranks right)"})
+    rl_near_misses: int = field(default=0, metadata={
+        "help": "add this many synthetic pairs to the RL pool, one per RL problem: a correct solution against the "
+                "same solution with its final answer a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13), the "
+                "numbers the judge reads by their start; rejection sampling keeps those it gets wrong (0: none)"})
     grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
     grpo_epochs: float | None = field(default=None, metadata={"help": "at most this many passes of GRPO-PAR over "
                                       "the kept RL set (the paper: one epoch): the stage runs min(grpo_steps, "
@@ -163,8 +167,9 @@ class GSM8KArguments(RunArguments):
 
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
                        "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat")
-        if self.grpo_steps < 0 or self.vote_k < 0:
-            raise ValueError(f"grpo_steps and vote_k must be >= 0, got {self.grpo_steps} and {self.vote_k}")
+        if self.grpo_steps < 0 or self.vote_k < 0 or self.rl_near_misses < 0:
+            raise ValueError(f"grpo_steps, vote_k and rl_near_misses must be >= 0, got {self.grpo_steps}, "
+                             f"{self.vote_k} and {self.rl_near_misses}")
         if self.grpo_epochs is not None and not self.grpo_epochs > 0:
             raise ValueError(f"grpo_epochs must be > 0 (or left unset: grpo_steps steps), got {self.grpo_epochs}")
         if self.sft_epochs is not None and not self.sft_epochs > 0:

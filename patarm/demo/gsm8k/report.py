@@ -138,8 +138,11 @@ def prep_table(report: dict) -> str:
                   " → ".join(f"{c:.2f} / {r:.2f}" for c, r in sides))
         plan = res["prep"].get("grpo")
         steps = "—" if not plan else f"{plan['steps']} ({plan['passes']:g})"
-        lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {rl['pool']} | "
-                     f"{rl['kept']} | {rl['dropped'] or '—'} | {steps} | {trend} | {scores} |")
+        misses = rl.get("near_misses")
+        pool = rl["pool"] if not misses else f"{rl['pool']} ({misses['made']} near misses)"
+        kept = rl["kept"] if not misses else f"{rl['kept']} ({misses['kept']} near misses)"
+        lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {pool} | "
+                     f"{kept} | {rl['dropped'] or '—'} | {steps} | {trend} | {scores} |")
     return "\n".join(lines)
 
 

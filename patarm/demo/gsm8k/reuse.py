@@ -31,7 +31,8 @@ SFT_KEYS = ("data_dir", "model", "teacher", "teacher_numbers", "teacher_issues_l
             "sft_epochs", "heldout_problems", "sft_problems", "pairs_per_problem", "follows_no_repeat",
             "sft_min_margin", "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens", "sft_config", "seed",
             "split_seed")
-RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "rl_keep_rewards", "eval_dtype", "eval_batch_size", "judge_device")
+RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "rl_keep_rewards", "rl_near_misses", "eval_dtype",
+           "eval_batch_size", "judge_device")
 EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probability")
 # what decides the base judge's greedy judgments (the model, the held-out problems, the prompt, the length)
 BASE_KEYS = ("data_dir", "model", "skill", "rubric_mode", "heldout_problems", "max_prompt_tokens", "max_new_tokens",

@@ -118,20 +118,27 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
     if not (folder / "manifest.json").is_file():
         started = time.time()
         pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill, evidence)
+        misses, miss_manifest = gsm8k_data.near_miss_pairs(problems, args.rl_near_misses, args.seed + 2, disclose,
+                                                            args.skill, evidence)
         sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
                                GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=1.0,
                                                  batch_size=args.eval_batch_size),
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
-        kept, manifest = rl_set(pool, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
+        kept, manifest = rl_set(pool + misses, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
                                 low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args),
                                 keep_rewards=extra_reward_funcs(args.rl_keep_rewards, "rl_keep_rewards"))
         sampler.cache.close()
+        if args.rl_near_misses:
+            manifest.extra["near_misses"] = {"made": len(misses), "kept": sum("near_miss" in p.metadata for p in kept),
+                                             "kinds": miss_manifest.extra["kinds"],
+                                             "skipped": dict(miss_manifest.dropped)}
         write_step(folder, manifest, {"pairs.jsonl": [p.to_dict() for p in kept]})
-        clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool)} pairs "
+        clock.done(f"{d.name}/rl-set", started, f"kept {len(kept)} of {len(pool) + len(misses)} pairs "
                    f"({manifest.extra['kept_for_other_rewards']} for the other rewards) {dict(manifest.dropped)}")
     manifest = read_json(folder / "manifest.json")
     return {"pool": manifest["rows_in"], "kept": manifest["rows_out"], "dropped": manifest["dropped"],
             "kept_for_other_rewards": manifest.get("kept_for_other_rewards", 0),
+            **({"near_misses": manifest["near_misses"]} if "near_misses" in manifest else {}),
             "correct_rate_histogram": manifest.get("correct_rate_histogram", {})}
 
 

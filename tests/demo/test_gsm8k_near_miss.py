@@ -1,0 +1,82 @@
+"""Near-miss RL pairs (`rl_near_misses`): a correct solution against itself with a final answer that begins like
+the right one, shares its digits or differs in sign — the numbers the trained GSM8K judge compares by their start."""
+
+import json
+import random
+
+import pytest
+
+from patarm.demo.gsm8k.data import NEAR_MISS_KINDS, Problem, near_miss, near_miss_pairs
+from patarm.demo.gsm8k.evidence import gather
+from patarm.verify.mathans import answers_equal
+
+SOLUTION = "She has 16 - 4 = <<16-4=12>>12 eggs.\nShe sells them for 12 * 2 = $<<12*2=24>>24\nA: 24"
+
+
+def test_a_near_miss_is_wrong_and_reads_like_the_answer():
+    rng = random.Random(0)
+    seen = {}
+    for answer in ("24", "2", "-13", "2.5", "0", "$5,600", "100"):
+        for _ in range(20):
+            kind, miss = near_miss(answer, rng)
+            seen.setdefault(kind, set()).add((answer, miss))
+            assert not answers_equal(answer, miss), (answer, kind, miss)
+    assert set(seen) == set(NEAR_MISS_KINDS)
+    assert ("24", "2") in seen["drop-digit"] and ("2.5", "2") in seen["drop-digit"] and ("-13", "13") in seen["sign"]
+    assert all(m.startswith(a.replace("$5,600", "5600")) for a, m in seen["add-digit"] | seen["add-decimal"])
+    assert not any(a == "0" for a, _ in seen["add-digit"])  # 0 → 07 would read as 7
+    assert near_miss("1/2", rng) is None and near_miss("twelve", rng) is None
+
+
+def _problem(k: int, solutions: list[str], correct: list[bool], answer: str = "24") -> Problem:
+    return Problem(f"gsm8k-{k:04d}", "How much does she make?", answer, [f"m{j}" for j in range(len(solutions))],
+                   solutions, correct)
+
+
+def test_near_miss_pairs_keep_the_solution_and_change_only_its_answer():
+    problems = [_problem(0, ["A: 3", SOLUTION], [False, True]),
+                _problem(1, ["no answer line here 24", "A: 5"], [True, False]),
+                _problem(2, [SOLUTION.replace("A: 24", "A: 1/2")], [True], answer="1/2"),
+                _problem(3, [SOLUTION, "A: 7"], [True, False]),
+                _problem(4, [SOLUTION], [True])]
+    pairs, manifest = near_miss_pairs(problems, 2, seed=0, disclose=True, skill="gsm8k-judge-graded")
+    assert [p.metadata["problem"] for p in pairs] == ["gsm8k-0000", "gsm8k-0003"]  # the first 2 that give one
+    assert manifest.rows_in == 4 and manifest.rows_out == 2  # problem 4 not reached
+    assert dict(manifest.dropped) == {"no_answer_line": 1, "not_a_plain_number": 1}
+    assert sum(manifest.extra["kinds"].values()) == 2
+    for p in pairs:
+        assert p.chosen == SOLUTION and p.rejected.startswith(SOLUTION[:SOLUTION.rfind("A:")])
+        assert p.metadata["reference"] == "24" and p.metadata["disclose"] and p.metadata["near_miss"] in NEAR_MISS_KINDS
+        assert p.id.endswith("~" + p.metadata["near_miss"])
+        right, wrong = (gather(p.question, r, "24", canonical=True) for r in (p.chosen, p.rejected))
+        # the teacher's evidence: the near miss is wrong and no longer the last step's result (score 10 vs <= 3)
+        assert (right.correct, right.follows, wrong.correct, wrong.follows) == (True, True, False, False)
+    again, _ = near_miss_pairs(problems, 2, seed=0, disclose=True, skill="gsm8k-judge-graded")
+    assert [p.to_dict() for p in again] == [p.to_dict() for p in pairs]  # seeded
+    assert near_miss_pairs(problems, 0, seed=0, disclose=True, skill="s")[0] == []
+
+
+def test_the_rl_set_adds_near_misses_and_counts_them(tmp_path, bench):
+    """A tiny judge end to end: the RL pool gains the near-miss pairs, the kept band (0..1 here) keeps them all, and
+    the report counts them."""
+    from test_gsm8k_recipe import TINY
+
+    from helpers import run_cli
+
+    run_dir = tmp_path / "run"
+    run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run_dir, "--data_dir",
+            bench / "gsm8k", *TINY, "--bt_baseline", "false", "--vote_k", "0", "--rl_problems", "2",
+            "--rl_near_misses", "2")
+    rl = json.loads((run_dir / "report.json").read_text())["arms"]["reference"]["prep"]["rl"]
+    assert rl["pool"] == 4 and rl["kept"] == 4
+    assert rl["near_misses"]["made"] == 2 and rl["near_misses"]["kept"] == 2
+    kept = [json.loads(line) for line in (run_dir / "reference" / "prep" / "rl" / "pairs.jsonl").open()]
+    assert sum("near_miss" in p["metadata"] for p in kept) == 2
+    assert "4 (2 near misses)" in (run_dir / "report.md").read_text()
+
+
+def test_rl_near_misses_must_not_be_negative():
+    from patarm.demo.gsm8k.recipe import parse_args
+
+    with pytest.raises(ValueError, match="rl_near_misses must be >= 0"):
+        parse_args(["--rl_near_misses", "-1"])
