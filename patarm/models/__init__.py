@@ -47,17 +47,56 @@ def parse_tiny_spec(spec: str) -> dict[str, int] | None:
 
 
 def build_tiny(spec: str, texts: Iterable[str], out_dir: str | os.PathLike, seed: int = 0) -> str:
-    """Build the tiny model of `spec` into `out_dir` (only the main process writes; the others wait)."""
+    """Build the tiny model of `spec` into `out_dir`: one process per machine builds it (the local main; the others
+    wait), so machines without a shared file system each have it. The build is deterministic (a BPE tokenizer trained
+    on `texts`, weights from `seed`) and lands by renaming a finished folder into place, so machines that share the
+    folder never read a half-written one; a folder already built from the same spec, texts and seed is kept."""
     from accelerate import PartialState
+
+    texts = list(texts)
+    state = PartialState()
+    with state.local_main_process_first():
+        if state.is_local_main_process:
+            _build_once(spec, texts, Path(out_dir), seed)
+    return str(out_dir)
+
+
+TINY_STAMP = "patarm_tiny.json"
+
+
+def _build_once(spec: str, texts: list[str], out: Path, seed: int) -> None:
+    import hashlib
+    import json
+    import shutil
+    import socket
+    import tempfile
 
     from patarm.models.tiny import build_tiny_judge
 
-    options = parse_tiny_spec(spec) or {}
-    state = PartialState()
-    with state.main_process_first():
-        if state.is_main_process:
-            build_tiny_judge(list(texts), out_dir, seed=seed, **options)
-    return str(out_dir)
+    stamp = {"spec": spec, "seed": seed, "texts_sha256": hashlib.sha256("\0".join(texts).encode()).hexdigest()}
+
+    def built() -> bool:
+        try:
+            return json.loads((out / TINY_STAMP).read_text()) == stamp
+        except (OSError, ValueError):
+            return False
+
+    if built():
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{socket.gethostname()}-", dir=out.parent))
+    try:
+        build_tiny_judge(texts, tmp, seed=seed, **(parse_tiny_spec(spec) or {}))
+        (tmp / TINY_STAMP).write_text(json.dumps(stamp))
+        if out.exists() and not built():
+            shutil.rmtree(out, ignore_errors=True)  # another spec, texts or seed built it before
+        try:
+            os.rename(tmp, out)
+        except OSError:
+            if not built():  # not another machine's identical build: something else is in the way
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def resolve_model(spec: str, *, texts: Iterable[str] = (), output_dir: str | os.PathLike | None = None,
