@@ -115,7 +115,9 @@ class GSM8KArguments(RunArguments):
     rl_near_misses: int = field(default=0, metadata={
         "help": "add this many synthetic pairs to the RL pool, one per RL problem: a correct solution against the "
                 "same solution with its final answer a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13), the "
-                "numbers the judge reads by their start; rejection sampling keeps those it gets wrong (0: none)"})
+                "numbers the judge reads by their start; rejection sampling keeps those it gets wrong (0: none; "
+                "measured on seed 1, not to use: with 80 GRPO-PAR says fail to every candidate, with 8 the slips "
+                "change sides; docs/gsm8k-skill.md)"})
     grpo_steps: int = field(default=8, metadata={"help": "GRPO-PAR optimizer steps (0: no GRPO stage)"})
     grpo_epochs: float | None = field(default=None, metadata={"help": "at most this many passes of GRPO-PAR over "
                                       "the kept RL set (the paper: one epoch): the stage runs min(grpo_steps, "
