@@ -107,25 +107,7 @@ def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclos
         ]
         rng.shuffle(combos)
         for c, i in combos[:per_problem]:
-            pairs.append(
-                PreferencePair(
-                    id=f"{p.id}:{p.sources[c]}>{p.sources[i]}",
-                    prompt=[{"role": "user", "content": p.question}],
-                    chosen=p.solutions[c],
-                    rejected=p.solutions[i],
-                    domain="math",
-                    source="gsm8k",
-                    metadata={
-                        "problem": p.id,
-                        "reference": p.answer,
-                        "disclose": disclose,
-                        "evidence": evidence,
-                        "skill": skill,
-                        "chosen_source": p.sources[c],
-                        "rejected_source": p.sources[i],
-                    },
-                )
-            )
+            pairs.append(_pair(p, c, p.solutions[i], p.sources[i], disclose, skill, evidence))
     return pairs
 
 
@@ -171,25 +153,36 @@ def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose
         c = rng.choice([k for k in range(len(p.sources)) if p.correct[k]])
         solution = p.solutions[c]
         at = solution.rfind(ANSWER_MARKER)
-        miss = near_miss(solution[at + len(ANSWER_MARKER):], rng) if at >= 0 else None
         if at < 0:
             manifest.drop("no_answer_line", f"{p.id}:{p.sources[c]}: no {ANSWER_MARKER!r} line")
             continue
+        miss = near_miss(solution[at + len(ANSWER_MARKER):], rng)
         if miss is None:
             manifest.drop("not_a_plain_number", f"{p.id}:{p.sources[c]}: final answer not a plain number")
             continue
         if answers_equal(p.answer, miss[1]):
             manifest.drop("equals_reference", f"{p.id}:{p.sources[c]}: near miss {miss[1]} equals the reference")
             continue
-        pairs.append(PreferencePair(
-            id=f"{p.id}:{p.sources[c]}>{p.sources[c]}~{miss[0]}", prompt=[{"role": "user", "content": p.question}],
-            chosen=solution, rejected=f"{solution[:at]}{ANSWER_MARKER} {miss[1]}", domain="math", source="gsm8k",
-            metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "evidence": evidence,
-                      "skill": skill, "chosen_source": p.sources[c], "rejected_source": f"{p.sources[c]}~{miss[0]}",
-                      "near_miss": miss[0]}))
+        pairs.append(_pair(p, c, f"{solution[:at]}{ANSWER_MARKER} {miss[1]}", f"{p.sources[c]}~{miss[0]}", disclose,
+                           skill, evidence, near_miss=miss[0]))
         manifest.rows_out += 1
     manifest.extra["kinds"] = {k: sum(q.metadata["near_miss"] == k for q in pairs) for k in NEAR_MISS_KINDS}
     return pairs, manifest
+
+
+def _pair(p: Problem, c: int, rejected: str, rejected_source: str, disclose: bool, skill: str, evidence: bool,
+          **extra: str) -> PreferencePair:
+    """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need."""
+    return PreferencePair(
+        id=f"{p.id}:{p.sources[c]}>{rejected_source}",
+        prompt=[{"role": "user", "content": p.question}],
+        chosen=p.solutions[c],
+        rejected=rejected,
+        domain="math",
+        source="gsm8k",
+        metadata={"problem": p.id, "reference": p.answer, "disclose": disclose, "evidence": evidence, "skill": skill,
+                  "chosen_source": p.sources[c], "rejected_source": rejected_source, **extra},
+    )
 
 
 def take(problems: Sequence[Problem], count: int, start: int = 0, mixed_only: bool = True) -> list[Problem]:
