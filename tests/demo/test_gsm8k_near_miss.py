@@ -75,8 +75,41 @@ def test_the_rl_set_adds_near_misses_and_counts_them(tmp_path, bench):
     assert "4 (2 near misses)" in (run_dir / "report.md").read_text()
 
 
-def test_rl_near_misses_must_not_be_negative():
+def test_the_sft_corpus_adds_the_teachers_near_miss_judgments_and_counts_them(tmp_path, bench):
+    """`sft_near_misses`: the teacher's judgment of each near miss (its side only) joins the SFT corpus, stating both
+    numbers and `correct :: fail` / `follows :: no`; the manifest and the report count them; the pairs file (the BT
+    baseline's pairs) has them."""
+    from test_gsm8k_recipe import TINY
+
+    from helpers import run_cli
+    from patarm.demo.gsm8k.consistency import check, stated
+
+    run_dir = tmp_path / "run"
+    run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run_dir, "--data_dir",
+            bench / "gsm8k", *TINY, "--bt_baseline", "false", "--vote_k", "0", "--grpo_steps", "0",
+            "--sft_near_misses", "3")
+    prep = run_dir / "reference" / "prep" / "pointwise"
+    manifest = json.loads((prep / "manifest.json").read_text())
+    misses = manifest["near_misses"]
+    assert misses["made"] == 3 and misses["rows"] == 3 and sum(misses["kinds"].values()) == 3
+    rows = [json.loads(line) for line in (prep / "sft.jsonl").open()]
+    assert manifest["sft_rows"] == len(rows)
+    extra = [r for r in rows if "~" in r["pair_id"]]
+    assert len(extra) == 3 and {r["side"] for r in extra} == {"rejected"}
+    for r in extra:
+        judgment = r["messages"][-1]["content"]
+        lines = stated(judgment)
+        assert (lines["correct"], lines["follows"]) == ("fail", "no"), judgment
+        assert lines["final answer"] != lines["reference answer"], judgment
+        assert check(judgment)[0] == "consistent", judgment
+    pairs = [json.loads(line)["id"] for line in (prep / "pairs.jsonl").open()]
+    assert {r["pair_id"] for r in extra} <= set(pairs)
+    assert f"{len(rows)} (3 near misses)" in (run_dir / "report.md").read_text()
+
+
+@pytest.mark.parametrize("flag", ["--rl_near_misses", "--sft_near_misses"])
+def test_near_miss_counts_must_not_be_negative(flag):
     from patarm.demo.gsm8k.recipe import parse_args
 
-    with pytest.raises(ValueError, match="rl_near_misses must be >= 0"):
-        parse_args(["--rl_near_misses", "-1"])
+    with pytest.raises(ValueError, match=f"{flag[2:]} must be >= 0, got -1"):
+        parse_args([flag, "-1"])

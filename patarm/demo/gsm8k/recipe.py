@@ -112,6 +112,10 @@ class GSM8KArguments(RunArguments):
         "help": "rejection sampling also keeps a pair outside rl_keep when these reward functions ('module:function', "
                 "as GRPO's extra_rewards) score one side's rollouts unequally: GRPO has a non-zero advantage there "
                 "where PAR alone may have none (e.g. the evidence check on a pair the judge already ranks right)"})
+    sft_near_misses: int = field(default=0, metadata={
+        "help": "add this many near-miss SFT rows, one per SFT problem: the teacher's judgment of a correct solution "
+                "with its final answer made a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13) — `correct :: "
+                "fail`, `follows :: no`, both numbers stated (0: none)"})
     rl_near_misses: int = field(default=0, metadata={
         "help": "add this many synthetic pairs to the RL pool, one per RL problem: a correct solution against the "
                 "same solution with its final answer a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13), the "
@@ -169,9 +173,10 @@ class GSM8KArguments(RunArguments):
 
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
                        "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat")
-        if self.grpo_steps < 0 or self.vote_k < 0 or self.rl_near_misses < 0:
-            raise ValueError(f"grpo_steps, vote_k and rl_near_misses must be >= 0, got {self.grpo_steps}, "
-                             f"{self.vote_k} and {self.rl_near_misses}")
+        negative = [k for k in ("grpo_steps", "vote_k", "sft_near_misses", "rl_near_misses") if getattr(self, k) < 0]
+        if negative:
+            raise ValueError(f"{', '.join(negative)} must be >= 0, got "
+                             f"{', '.join(str(getattr(self, k)) for k in negative)}")
         if self.grpo_epochs is not None and not self.grpo_epochs > 0:
             raise ValueError(f"grpo_epochs must be > 0 (or left unset: grpo_steps steps), got {self.grpo_epochs}")
         if self.sft_epochs is not None and not self.sft_epochs > 0:

@@ -141,7 +141,11 @@ def prep_table(report: dict) -> str:
         misses = rl.get("near_misses")
         pool = rl["pool"] if not misses else f"{rl['pool']} ({misses['made']} near misses)"
         kept = rl["kept"] if not misses else f"{rl['kept']} ({misses['kept']} near misses)"
-        lines.append(f"| {arm} | {res['prep']['sft'].get('sft_rows', '?')} | {pool} | "
+        sft = res["prep"]["sft"]
+        rows = sft.get("sft_rows", "?")
+        if sft.get("near_misses"):
+            rows = f"{rows} ({sft['near_misses']['rows']} near misses)"
+        lines.append(f"| {arm} | {rows} | {pool} | "
                      f"{kept} | {rl['dropped'] or '—'} | {steps} | {trend} | {scores} |")
     return "\n".join(lines)
 

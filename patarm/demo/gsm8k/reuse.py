@@ -29,6 +29,7 @@ logger = logging.getLogger("patarm.gsm8k")
 
 SFT_KEYS = ("data_dir", "model", "teacher", "teacher_numbers", "teacher_issues_line", "skill", "rubric_mode",
             "sft_epochs", "heldout_problems", "sft_problems", "pairs_per_problem", "follows_no_repeat",
+            "sft_near_misses",
             "sft_min_margin", "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens", "sft_config", "seed",
             "split_seed")
 RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "rl_keep_rewards", "rl_near_misses", "eval_dtype",

@@ -74,11 +74,34 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
             raise ValueError(f"{d.name}: the SFT corpus is empty — the teacher's margin exceeded the filter "
                              f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "
                              "sft_problems or lower sft_min_margin / rule_sft_min_margin")
-        kept = {r["pair_id"] for r in rows}
         rows = repeat_follows_no(rows, args.follows_no_repeat, manifest)
+        if args.sft_near_misses:
+            misses, extra = near_miss_rows(args, problems, disclose, evidence, teacher, margin, manifest)
+            pairs, rows = pairs + misses, rows + extra
+            manifest.extra["sft_rows"] = len(rows)
+        kept = {r["pair_id"] for r in rows}
         write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
         clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
     return read_json(folder / "manifest.json")
+
+
+def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher: Any, margin: float,
+                   manifest: Any) -> tuple[list, list[dict]]:
+    """`args.sft_near_misses` near-miss pairs from the SFT problems (`gsm8k_data.near_miss_pairs`) judged by the
+    teacher, and the SFT rows of their near-miss side only — the judgment stating both numbers (`final answer ::
+    240`, `reference answer :: 2400`, `correct :: fail`, `follows :: no`), supervised token by token; the correct
+    side is a solution the corpus already has. Counted in `manifest.extra["near_misses"]` (made, kinds, skipped,
+    the teacher's drops)."""
+    from patarm.prep.corpus import pointwise_corpus
+
+    misses, made = gsm8k_data.near_miss_pairs(problems, args.sft_near_misses, args.seed + 3, disclose, args.skill,
+                                               evidence)
+    rows, judged = pointwise_corpus(misses, teacher, evaluate.judge_template(args.rubric_mode), margin,
+                                    render=_renderer(args))
+    rows = [r for r in rows if r["side"] == "rejected"]
+    manifest.extra["near_misses"] = {"made": len(misses), "rows": len(rows), "kinds": made.extra["kinds"],
+                                     "skipped": dict(made.dropped), "teacher_dropped": dict(judged.dropped)}
+    return misses, rows
 
 
 def repeat_follows_no(rows: list[dict], times: int, manifest: Any) -> list[dict]:
