@@ -2,7 +2,9 @@
 backend behind it.
 
 A key is the sha256 of (model, messages, sampling settings, seed, sample index), so a rerun finds every
-call it already made and only generates the missing ones. Completions are stored as they finish (per
+call it already made and only generates the missing ones; a saved model folder is keyed on its content
+(`model_cache_id`), so a judge linked or copied into another run finds its completions, and one retrained in
+place does not find the old ones. Completions are stored as they finish (per
 batch for local models, per request for HTTP endpoints) in durable transactions (WAL journal,
 synchronous=FULL); concurrent writers share one commit ("group commit"), so a busy endpoint costs one
 fsync per group, not per call. A run killed at any moment loses no stored completion. The cache file
@@ -36,6 +38,49 @@ def cache_key(model: str, messages: Sequence[dict[str, str]], params: dict[str, 
     blob = json.dumps([model, list(messages), params, sample], sort_keys=True, ensure_ascii=False,
                       separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+# the files of a saved model that decide what it generates (weights, config, generation config, tokenizer, chat
+# template); training artifacts (trainer_state.json, training_args.bin, checkpoints) are not among them
+_MODEL_FILES = ("*.safetensors", "*.safetensors.index.json", "pytorch_model*.bin", "config.json",
+                "generation_config.json", "tokenizer*.json", "tokenizer.model", "special_tokens_map.json",
+                "added_tokens.json", "vocab.json", "merges.txt", "chat_template.jinja", "chat_template.json",
+                "adapter_config.json")
+# JSON fields that name where a model came from or what wrote it, not what it is
+_NAME_FIELDS = ("_name_or_path", "name_or_path", "_model_name_or_path", "transformers_version",
+                "base_model_name_or_path")
+_fingerprints: dict[tuple, str] = {}
+
+
+def model_cache_id(spec: str) -> str:
+    """What a generation cache keys a model on: for a saved model folder, `sha256:` and the hash of the files that
+    decide what it generates (`_MODEL_FILES`; JSON files less the fields naming where it came from) — so the same
+    weights under another path (a run that links or copies another run's judge) find their completions, and new
+    weights saved under the same path do not find the old ones; any other spec (a hub id, a named model) as given.
+    Hashes are memoised per process by (file, size, mtime)."""
+    folder = Path(spec)
+    if not folder.is_dir():
+        return spec
+    files = sorted({f for pattern in _MODEL_FILES for f in folder.glob(pattern) if f.is_file()})
+    if not files:
+        return spec
+    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns, str(f.resolve())) for f in files)
+    if stamp not in _fingerprints:
+        digest = hashlib.sha256()
+        for f in files:
+            digest.update(f.name.encode() + b"\0")
+            if f.suffix == ".json":
+                data = json.loads(f.read_text(encoding="utf-8"))
+                if isinstance(data, dict):
+                    data = {k: v for k, v in data.items() if k not in _NAME_FIELDS}
+                digest.update(json.dumps(data, sort_keys=True).encode())
+            else:
+                with f.open("rb") as fh:
+                    while block := fh.read(1 << 24):
+                        digest.update(block)
+            digest.update(b"\0")
+        _fingerprints[stamp] = "sha256:" + digest.hexdigest()
+    return _fingerprints[stamp]
 
 
 @dataclass
@@ -177,8 +222,13 @@ class CachedBackend:
     def greedy(self) -> bool:
         return float(self.sampling().get("temperature", 0.0)) <= 0.0
 
+    @property
+    def cache_id(self) -> str:
+        """What keys are made of: the backend's `cache_id` (a saved model's content hash) or its model id."""
+        return getattr(self.backend, "cache_id", None) or self.model_id
+
     def _key(self, messages: Messages, seed: int | None, sample: int) -> str:
-        return cache_key(self.model_id, messages, {**self.sampling(), "seed": seed}, sample)
+        return cache_key(self.cache_id, messages, {**self.sampling(), "seed": seed}, sample)
 
     def _lookup(self, keys: list[str]) -> dict[str, str]:
         found = self.cache.get_many(keys) if self.cache is not None else {}

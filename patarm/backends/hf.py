@@ -32,10 +32,13 @@ class HFBackend:
     @classmethod
     def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> HFBackend:
         """Load a model spec (a folder, a hub id, or any spec `patarm.models` resolves)."""
+        from patarm.backends.cache import model_cache_id
         from patarm.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(spec, **model_kwargs)
-        return cls(model.eval(), tokenizer, options, model_id=spec)
+        backend = cls(model.eval(), tokenizer, options, model_id=spec)
+        backend.cache_id = model_cache_id(spec)
+        return backend
 
     def sampling(self) -> dict[str, Any]:
         return self.options.sampling()

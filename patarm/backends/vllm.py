@@ -21,8 +21,11 @@ class VLLMBackend:
                 "GPU machine, or serve the model with `vllm serve` and use the OpenAI-compatible backend "
                 "(`http://host:port/v1#MODEL`)."
             ) from err
+        from patarm.backends.cache import model_cache_id
+
         self._vllm = vllm
         self.model_id = model
+        self.cache_id = model_cache_id(model)
         self.options = options or GenerationOptions()
         self.llm = llm if llm is not None else vllm.LLM(model=model, **llm_kwargs)
 

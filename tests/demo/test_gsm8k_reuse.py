@@ -206,3 +206,27 @@ def test_sft_configs_compare_by_what_they_train_with(tmp_path):
 def test_a_bad_rl_keep_rewards_entry_fails_when_parsed():
     with pytest.raises(ValueError, match="rl_keep_rewards entry 'patarm.rewards' is not a function"):
         parse_args(["--rl_keep_rewards", "patarm.rewards"])
+
+
+def test_a_redone_rl_set_starts_from_the_source_runs_rollout_cache(tmp_path):
+    """The rollouts of the reused judge are keyed on its content, so a run that redoes the RL set (here: near-miss
+    pairs added) starts from a copy of the source's cache and samples only the prompts it lacks; a cache of its own
+    is kept."""
+    from patarm.backends import GenerationCache
+
+    src = _finished_run(tmp_path / "baseline")
+    theirs = GenerationCache(src / "reference" / "prep" / "rl" / "cache.sqlite")
+    theirs.put_many([("k1", "rollout 1"), ("k2", "rollout 2")], "sha256:judge")
+    theirs.close()
+    got = _reuse(src, tmp_path / "nm", "--rl_near_misses", "8")["reference"]
+    assert got["rl_differs"] == ["rl_near_misses"] and "prep/rl/cache.sqlite" in got["stages"]
+    copy = tmp_path / "nm" / "reference" / "prep" / "rl"
+    assert not (copy / "manifest.json").exists() and not copy.is_symlink()  # the RL set is redone
+    ours = GenerationCache(copy / "cache.sqlite")
+    assert ours.get_many(["k1", "k2", "k3"]) == {"k1": "rollout 1", "k2": "rollout 2"}
+    ours.put_many([("k3", "our own")], "sha256:judge")
+    ours.close()
+    _reuse(src, tmp_path / "nm", "--rl_near_misses", "8")  # again: its own cache is not replaced
+    ours = GenerationCache(copy / "cache.sqlite")
+    assert len(ours) == 3
+    ours.close()

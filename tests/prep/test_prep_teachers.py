@@ -112,3 +112,45 @@ def test_make_backend(tmp_path):
         make_backend({"kind": "gpt"})
     with pytest.raises(ValueError, match="model"):
         make_backend({"kind": "openai"})
+
+
+def test_the_cache_keys_a_saved_model_on_its_content_not_its_path(tmp_path):
+    """The same weights under another path (a run that links or copies another run's judge) find their completions;
+    new weights saved under the same path do not find the old ones."""
+    import json
+    import shutil
+
+    import torch
+
+    from patarm.backends.cache import model_cache_id
+    from patarm.models.tiny import build_tiny_judge
+
+    model, tokenizer = build_tiny_judge(["judge the response <score>5</score>"] * 8, vocab_size=300)
+    first = tmp_path / "run-a" / "sft"
+    model.save_pretrained(first)
+    tokenizer.save_pretrained(first)
+    copy = shutil.copytree(first, tmp_path / "run-b" / "sft")
+    config = json.loads((copy / "config.json").read_text())
+    (copy / "config.json").write_text(json.dumps({**config, "_name_or_path": "elsewhere"}))  # where it came from
+    (copy / "trainer_state.json").write_text("{}")  # a training artifact: not what it generates
+    assert model_cache_id(str(first)) == model_cache_id(str(copy)) and model_cache_id(str(first)).startswith("sha256:")
+    assert model_cache_id("HuggingFaceTB/SmolLM2-135M-Instruct") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+
+    prompts, meta = side_prompts(PAIRS[:2])
+    opts = GenerationOptions(max_new_tokens=6, temperature=1.0)
+
+    def generate(folder):
+        judge = make_backend({"kind": "hf", "model": str(folder)}, opts, cache=tmp_path / "c.sqlite", progress=False)
+        texts = judge.generate(prompts, num_samples=2, seed=3, metadata=meta)
+        judge.cache.close()
+        return texts, judge.stats
+
+    texts, stats = generate(first)
+    assert stats.generated == 8 and stats.cached == 0
+    again, stats = generate(copy)  # another path, the same model: every completion from the cache
+    assert again == texts and stats.generated == 0 and stats.cached == 8
+    with torch.no_grad():
+        model.lm_head.weight.add_(0.5)
+    model.save_pretrained(copy)  # retrained in place: the old completions are not its own
+    _, stats = generate(copy)
+    assert stats.generated == 8 and stats.cached == 0

@@ -140,13 +140,37 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
             _link(src / name, dst / name)
         if not rl_diff and step_done(src / "prep" / "rl"):
             _link(src / "prep" / "rl", dst / "prep" / "rl")
+        elif _copy_cache(src / "prep" / "rl" / "cache.sqlite", dst / "prep" / "rl" / "cache.sqlite"):
+            logger.info("%s: the RL set is redone from %s's rollout cache (its pairs' rollouts are not sampled again)",
+                        arm, source_dir)
         stages = [n for n in ("prep/pointwise", "sft", "prep/rl") if (dst / n).is_symlink()]
+        stages += ["prep/rl/cache.sqlite"] if rl_diff and (dst / "prep" / "rl" / "cache.sqlite").is_file() else []
         if not differences(source, ours, EVAL_KEYS):
             stages += _copy_evals(src, dst, ("base.*", "sft.*", "sft-expected.jsonl"))
         logger.info("%s: reused from %s: %s%s", arm, source_dir, ", ".join(stages) or "nothing",
                     f" (RL set redone: {rl_diff} differ)" if rl_diff else "")
         out[arm] = {"from": str(source_dir), "stages": stages} | ({"rl_differs": rl_diff} if rl_diff else {})
     return out
+
+
+def _copy_cache(src: Path, dst: Path) -> bool:
+    """Copy the source's RL rollout cache (SQLite's backup API: a consistent copy) where this run has none; the
+    cache keys on the judge's content (`patarm.backends.cache.model_cache_id`), so the reused judge's rollouts of the
+    same prompts are found and nothing else is."""
+    import sqlite3
+
+    if not src.is_file() or dst.exists():
+        return False
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    part = dst.with_name(dst.name + ".part")
+    theirs, ours = sqlite3.connect(src), sqlite3.connect(part)
+    try:
+        theirs.backup(ours)
+    finally:
+        theirs.close()
+        ours.close()
+    part.replace(dst)
+    return True
 
 
 def _copy_evals(src: Path, dst: Path, patterns: tuple[str, ...]) -> list[str]:
