@@ -115,7 +115,7 @@ class GSM8KArguments(RunArguments):
     sft_near_misses: int = field(default=0, metadata={
         "help": "add this many near-miss SFT rows, one per SFT problem: the teacher's judgment of a correct solution "
                 "with its final answer made a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13) — `correct :: "
-                "fail`, `follows :: no`, both numbers stated (0: none)"})
+                "fail`, `follows :: no`, both numbers stated (0: none; not yet measured: docs/gsm8k-skill.md)"})
     rl_near_misses: int = field(default=0, metadata={
         "help": "add this many synthetic pairs to the RL pool, one per RL problem: a correct solution against the "
                 "same solution with its final answer a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13), the "
