@@ -64,7 +64,7 @@ def model_cache_id(spec: str) -> str:
     files = sorted({f for pattern in _MODEL_FILES for f in folder.glob(pattern) if f.is_file()})
     if not files:
         return spec
-    stamp = tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns, str(f.resolve())) for f in files)
+    stamp = tuple((f.name, st.st_size, st.st_mtime_ns, str(f.resolve())) for f in files for st in [f.stat()])
     if stamp not in _fingerprints:
         digest = hashlib.sha256()
         for f in files:
@@ -224,7 +224,10 @@ class CachedBackend:
 
     @property
     def cache_id(self) -> str:
-        """What keys are made of: the backend's `cache_id` (a saved model's content hash) or its model id."""
+        """What keys are made of: the backend's `cache_id` (a saved model's content hash) or its model id; without a
+        cache nothing is looked up, so the model id (no hashing)."""
+        if self.cache is None:
+            return self.model_id
         return getattr(self.backend, "cache_id", None) or self.model_id
 
     def _key(self, messages: Messages, seed: int | None, sample: int) -> str:

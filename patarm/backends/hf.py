@@ -4,6 +4,7 @@ own chat template."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,13 +33,18 @@ class HFBackend:
     @classmethod
     def from_pretrained(cls, spec: str, options: GenerationOptions | None = None, **model_kwargs: Any) -> HFBackend:
         """Load a model spec (a folder, a hub id, or any spec `patarm.models` resolves)."""
-        from patarm.backends.cache import model_cache_id
         from patarm.models import load_causal_lm
 
         model, tokenizer = load_causal_lm(spec, **model_kwargs)
-        backend = cls(model.eval(), tokenizer, options, model_id=spec)
-        backend.cache_id = model_cache_id(spec)
-        return backend
+        return cls(model.eval(), tokenizer, options, model_id=spec)
+
+    @functools.cached_property
+    def cache_id(self) -> str:
+        """What a generation cache keys this model on (`model_cache_id`: a saved folder's content hash), computed
+        when a cache first asks."""
+        from patarm.backends.cache import model_cache_id
+
+        return model_cache_id(self.model_id)
 
     def sampling(self) -> dict[str, Any]:
         return self.options.sampling()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,13 +22,17 @@ class VLLMBackend:
                 "GPU machine, or serve the model with `vllm serve` and use the OpenAI-compatible backend "
                 "(`http://host:port/v1#MODEL`)."
             ) from err
-        from patarm.backends.cache import model_cache_id
-
         self._vllm = vllm
         self.model_id = model
-        self.cache_id = model_cache_id(model)
         self.options = options or GenerationOptions()
         self.llm = llm if llm is not None else vllm.LLM(model=model, **llm_kwargs)
+
+    @functools.cached_property
+    def cache_id(self) -> str:
+        """What a generation cache keys this model on (`model_cache_id`), computed when a cache first asks."""
+        from patarm.backends.cache import model_cache_id
+
+        return model_cache_id(self.model_id)
 
     def sampling(self) -> dict[str, Any]:
         return self.options.sampling()

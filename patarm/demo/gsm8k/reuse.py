@@ -138,13 +138,14 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
             continue
         for name in ("prep/pointwise", "sft"):
             _link(src / name, dst / name)
+        copied = False
         if not rl_diff and step_done(src / "prep" / "rl"):
             _link(src / "prep" / "rl", dst / "prep" / "rl")
-        elif _copy_cache(src / "prep" / "rl" / "cache.sqlite", dst / "prep" / "rl" / "cache.sqlite"):
+        elif copied := _copy_cache(src / "prep" / "rl" / "cache.sqlite", dst / "prep" / "rl" / "cache.sqlite"):
             logger.info("%s: the RL set is redone from %s's rollout cache (its pairs' rollouts are not sampled again)",
                         arm, source_dir)
         stages = [n for n in ("prep/pointwise", "sft", "prep/rl") if (dst / n).is_symlink()]
-        stages += ["prep/rl/cache.sqlite"] if rl_diff and (dst / "prep" / "rl" / "cache.sqlite").is_file() else []
+        stages += ["prep/rl/cache.sqlite"] if copied else []
         if not differences(source, ours, EVAL_KEYS):
             stages += _copy_evals(src, dst, ("base.*", "sft.*", "sft-expected.jsonl"))
         logger.info("%s: reused from %s: %s%s", arm, source_dir, ", ".join(stages) or "nothing",

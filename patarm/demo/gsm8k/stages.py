@@ -68,15 +68,17 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
         pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill, evidence)
         margin = args.sft_min_margin if disclose else args.rule_sft_min_margin
         teacher = make_teacher(args.teacher, args.rubric_mode, args.teacher_numbers, args.teacher_issues_line)
+        render = _renderer(args)
         rows, manifest = pointwise_corpus(pairs, teacher, evaluate.judge_template(args.rubric_mode), margin,
-                                          render=_renderer(args))
+                                          render=render)
         if not rows:
             raise ValueError(f"{d.name}: the SFT corpus is empty — the teacher's margin exceeded the filter "
                              f"({margin:g}) on none of {len(pairs)} pairs ({dict(manifest.dropped)}): raise "
                              "sft_problems or lower sft_min_margin / rule_sft_min_margin")
         rows = repeat_follows_no(rows, args.follows_no_repeat, manifest)
         if args.sft_near_misses:
-            misses, extra = near_miss_rows(args, problems, disclose, evidence, teacher, margin, manifest)
+            misses, extra = near_miss_rows(args, problems, disclose, evidence, teacher, margin, render,
+                                           manifest)
             pairs, rows = pairs + misses, rows + extra
             manifest.extra["sft_rows"] = len(rows)
         kept = {r["pair_id"] for r in rows}
@@ -85,7 +87,7 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
     return read_json(folder / "manifest.json")
 
 
-def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher: Any, margin: float,
+def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher: Any, margin: float, render: Any,
                    manifest: Any) -> tuple[list, list[dict]]:
     """`args.sft_near_misses` near-miss pairs from the SFT problems (`gsm8k_data.near_miss_pairs`) judged by the
     teacher, and the SFT rows of their near-miss side only — the judgment stating both numbers (`final answer ::
@@ -96,8 +98,7 @@ def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher:
 
     misses, made = gsm8k_data.near_miss_pairs(problems, args.sft_near_misses, args.seed + 3, disclose, args.skill,
                                                evidence)
-    rows, judged = pointwise_corpus(misses, teacher, evaluate.judge_template(args.rubric_mode), margin,
-                                    render=_renderer(args))
+    rows, judged = pointwise_corpus(misses, teacher, evaluate.judge_template(args.rubric_mode), margin, render=render)
     rows = [r for r in rows if r["side"] == "rejected"]
     manifest.extra["near_misses"] = {"made": len(misses), "rows": len(rows), "kinds": made.extra["kinds"],
                                      "skipped": dict(made.dropped), "teacher_dropped": dict(judged.dropped)}
