@@ -8,10 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from bench.sft_length_grouping import useful_share  # noqa: E402
+from bench.sft_length_grouping import read_rows, useful_share  # noqa: E402
 
 
 def test_grouping_groups_nothing_at_32_rows_and_pads_less_on_a_corpus():
@@ -30,14 +32,17 @@ def _run(*args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
 
 
-def test_bad_rows_name_the_file_and_row(tmp_path):
+def test_bad_rows_name_the_file_and_row(tmp_path, capsys):
+    """The bench's reader, in this process (a subprocess per case cost ~8 s of imports each)."""
     corpus = tmp_path / "sft.jsonl"
     corpus.write_text('{"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}\nnope\n')
-    done = _run("--corpus", str(corpus))
-    assert done.returncode != 0 and f"{corpus}: row 2: not a JSON object" in done.stderr
+    with pytest.raises(SystemExit) as stop:
+        read_rows(corpus)
+    assert stop.value.code == 2 and f"{corpus}: row 2: not a JSON object" in capsys.readouterr().err
     corpus.write_text('{"messages": "a"}\n')
-    done = _run("--corpus", str(corpus))
-    assert done.returncode != 0 and f"{corpus}: row 1: field 'messages'" in done.stderr
+    with pytest.raises(SystemExit) as stop:
+        read_rows(corpus)
+    assert stop.value.code == 2 and f"{corpus}: row 1: field 'messages'" in capsys.readouterr().err
 
 
 def test_bench_runs_at_its_smallest_size(tmp_path):
