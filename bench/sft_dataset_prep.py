@@ -27,14 +27,23 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def fail(message: str, code: int = 2) -> None:
+    """Bad input (exit 2) or a failed run (exit 1): one paragraph on stderr, no traceback."""
+    print(f"bench/sft_dataset_prep.py: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def one_run(args: argparse.Namespace, procs: int, out: Path) -> tuple[float, str]:
     command = [sys.executable, "-m", "patarm", "sft", "--config", args.config, "--run_dir", args.run_dir,
                "--model_name_or_path", args.model or str(Path(args.run_dir) / "base"), "--output_dir", str(out),
                "--max_steps", "1", "--dataset_num_proc", str(procs), "--save_strategy", "no"]
     start = time.perf_counter()
-    subprocess.run(command, check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     wall = time.perf_counter() - start
+    if done.returncode != 0:
+        fail(f"`patarm sft` with dataset_num_proc {procs} failed (exit {done.returncode}); its last lines:\n"
+             + "\n".join(done.stderr.strip().splitlines()[-8:]), code=1)
     return wall, hashlib.sha256((out / "model.safetensors").read_bytes()).hexdigest()
 
 
@@ -46,6 +55,13 @@ def main() -> None:
     parser.add_argument("--procs", type=int, default=2, help="tokenising processes to compare with 1")
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    if args.procs < 2 or args.repeats < 1:
+        fail(f"--procs {args.procs} / --repeats {args.repeats}: give --procs >= 2 (compared with 1) and --repeats >= 1")
+    if not Path(args.run_dir, "prep", "pointwise", "sft.jsonl").is_file():
+        fail(f"--run_dir {args.run_dir} has no prep/pointwise/sft.jsonl; pass a finished run folder (`make quickstart` "
+             "writes runs/quickstart)")
+    if args.model is None and not Path(args.run_dir, "base").is_dir():
+        fail(f"--run_dir {args.run_dir} has no base/ model; pass --model (e.g. smollm2 for a GSM8K run folder)")
     walls: dict[int, list[float]] = {1: [], args.procs: []}
     hashes: dict[int, set[str]] = {1: set(), args.procs: set()}
     with tempfile.TemporaryDirectory() as tmp:
