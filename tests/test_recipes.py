@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -53,9 +54,12 @@ def test_the_wheel_runs_the_quickstart_outside_the_checkout(tmp_path):
     """Build the wheel, install it (not editable) into a fresh venv whose only other packages are the
     dependencies, and run the small quickstart from a folder outside the checkout: every file it needs
     (demo configs, templates, rubrics, assets) must be inside the wheel."""
-    dist = tmp_path / "dist"
+    dist, source = tmp_path / "dist", tmp_path / "source"
+    # built from a copy: setuptools writes its build/ folder into the tree it builds, which was the checkout
+    shutil.copytree(ROOT, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "runs", "build", "dist", ".cache", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(dist),
-                    str(ROOT)], check=True, capture_output=True, timeout=600)
+                    str(source)], check=True, capture_output=True, timeout=600)
     wheel = next(dist.glob("patarm-*.whl"))
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=False).create(env_dir)
