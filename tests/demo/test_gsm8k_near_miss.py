@@ -87,7 +87,7 @@ def test_the_sft_corpus_adds_the_teachers_near_miss_judgments_and_counts_them(tm
     run_dir = tmp_path / "run"
     run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run_dir, "--data_dir",
             bench / "gsm8k", *TINY, "--bt_baseline", "false", "--vote_k", "0", "--grpo_steps", "0",
-            "--sft_near_misses", "3")
+            "--sft_problems", "3", "--sft_near_misses", "3")
     prep = run_dir / "reference" / "prep" / "pointwise"
     manifest = json.loads((prep / "manifest.json").read_text())
     misses = manifest["near_misses"]
