@@ -224,7 +224,8 @@ def train(data: SFTDataArguments, args: SFTConfig, model_args: ModelConfig) -> P
     model, tokenizer = load_model(model_args, texts, args.seed, args.output_dir)
     data.loss_format = choose_loss_format(data.loss_format, tokenizer, args)
     if data.max_judgment_tokens is None:  # so `patarm judge/eval/serve` size their generation to this judge
-        longest = max(len(tokenizer(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) for r in rows)
+        judgments = sorted({r["messages"][-1]["content"] for r in rows})  # one batched call over the distinct ones
+        longest = max(len(ids) for ids in tokenizer(judgments, add_special_tokens=False)["input_ids"])
         data.max_judgment_tokens = int(longest * 1.25) + 8
     # TRL does not cut padding-free rows to max_length: cut nothing, refuse rows that are longer (below)
     max_length = args.max_length

@@ -165,3 +165,15 @@ def test_two_processes_without_a_shared_folder_end_on_the_best_check(tmp_path):
     assert other["final"] == main["final"]  # the other process ends on the same weights
     assert not (tmp_path / "node-1" / "sft" / "dev-best.pt").exists()  # which it never had on its disk
     assert [r["step"] for r in read_jsonl(tmp_path / "node-0" / "sft" / "dev.jsonl")] == [2, 4, 6, 8]
+
+
+def test_the_judgment_length_judges_get_is_the_corpus_longest_plus_a_quarter(sft_judge):
+    """`max_judgment_tokens` left unset: the longest judgment of the rows trained on (in this tokenizer), + 25 % + 8,
+    recorded in patarm_config.json for `patarm judge/eval/serve`."""
+    from transformers import AutoTokenizer
+
+    rows = read_jsonl(sft_judge.parent / "prep" / "pointwise" / "sft.jsonl")[:800]  # the fixture's --max_rows
+    tokenizer = AutoTokenizer.from_pretrained(sft_judge)
+    longest = max(len(tokenizer(r["messages"][-1]["content"], add_special_tokens=False)["input_ids"]) for r in rows)
+    recorded = json.loads((sft_judge / "patarm_config.json").read_text())["data"]["max_judgment_tokens"]
+    assert recorded == int(longest * 1.25) + 8
