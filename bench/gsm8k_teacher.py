@@ -29,17 +29,18 @@ from patarm.demo.gsm8k.metrics import pool_baselines, summarize_scores  # noqa: 
 from patarm.demo.gsm8k.teacher import FAIL_SCORE, PASS_SCORE, GradedTeacher, judgment_text, verify  # noqa: E402
 
 
-def judge_all(problems, teacher: str, disclose: bool) -> tuple[list[dict], list[str]]:
-    """Records (scores per problem) and every judgment text, as the teacher writes them."""
+def judge_all(problems, teacher: str, disclose: bool, agreement: bool = False) -> tuple[list[dict], list[str]]:
+    """Records (scores per problem) and every judgment text, as the teacher writes them; `agreement`: the evidence
+    arm's agreement line over the problem's candidates (`evidence_agreement`, the recipe's teacher settings)."""
     from patarm.judge import parse_judgment
 
-    graded = GradedTeacher()
+    graded = GradedTeacher("primary", "canonical", True) if agreement else GradedTeacher()
     records, texts = [], []
     for p in problems:
         row = []
         for s in p.solutions:
             if teacher == "graded":
-                row.append(graded.judge(p.question, s, p.answer, disclose))
+                row.append(graded.judge(p.question, s, p.answer, disclose, list(p.solutions) if agreement else None))
             else:
                 answer, ok = verify(p.question, s, p.answer)
                 row.append(judgment_text(answer, p.answer if disclose else None, ok))
@@ -66,23 +67,25 @@ def report(name: str, problems) -> None:
           "| consistent |")
     print("|---|---|---|---|---|---|---|")
     detail = []
-    for teacher in ("binary", "graded"):
-        for disclose in (True, False):
-            records, texts = judge_all(problems, teacher, disclose)
-            s, d, c = summarize_scores(records), deltas(records), consistency(texts)
-            n = sum(d.values())
-            hidden = "not mounted (rule)" if teacher == "graded" else "not mounted (verdict from the hidden reference)"
-            print(
-                f"| {teacher} | {'mounted' if disclose else hidden} | {s['best_of_n']:.2f} | "
-                f"{s['pair_accuracy']:.3f} | {s['top_tied_mixed']:.3f} | "
-                f"{sum(v for k, v in d.items() if k > 2) / n:.3f} "
-                f"| {c['consistent']}/{c['judgments']} |"
-            )
-            hist = {lab: Counter(sc for r in records for sc, ok in zip(r["scores"], r["correct"]) if ok == lab)
-                    for lab in (True, False)}
-            detail.append(f"- {teacher}, reference {'mounted' if disclose else 'not mounted'}: scores of correct "
-                          f"{dict(sorted(hist[True].items()))}, of incorrect {dict(sorted(hist[False].items()))}; "
-                          f"δ {dict(sorted(d.items()))}")
+    for teacher, disclose, agreement in (("binary", True, False), ("binary", False, False), ("graded", True, False),
+                                     ("graded", False, False), ("graded", False, True)):
+        records, texts = judge_all(problems, teacher, disclose, agreement)
+        s, d, c = summarize_scores(records), deltas(records), consistency(texts)
+        n = sum(d.values())
+        hidden = "not mounted (rule)" if teacher == "graded" else "not mounted (verdict from the hidden reference)"
+        hidden += " + agreement (evidence arm)" if agreement else ""
+        print(
+            f"| {teacher} | {'mounted' if disclose else hidden} | {s['best_of_n']:.2f} | "
+            f"{s['pair_accuracy']:.3f} | {s['top_tied_mixed']:.3f} | "
+            f"{sum(v for k, v in d.items() if k > 2) / n:.3f} "
+            f"| {c['consistent']}/{c['judgments']} |"
+        )
+        hist = {lab: Counter(sc for r in records for sc, ok in zip(r["scores"], r["correct"]) if ok == lab)
+                for lab in (True, False)}
+        detail.append(f"- {teacher}, reference {'mounted' if disclose else 'not mounted'}"
+                      f"{' + agreement' if agreement else ''}: scores of correct "
+                      f"{dict(sorted(hist[True].items()))}, of incorrect {dict(sorted(hist[False].items()))}; "
+                      f"δ {dict(sorted(d.items()))}")
     print("\n".join(detail))
     b = pool_baselines(problems)
     print(f"- majority vote {b['majority_vote']:.2f} %, random {b['random']:.2f} %, Oracle@4 {b['oracle']:.2f} %, "

@@ -127,6 +127,15 @@ def _answer_clusters(answers: list[str]) -> list[int]:
     return ids
 
 
+def shared_counts(candidates: list[str]) -> list[int]:
+    """Per candidate, how many candidates (itself included) give an equivalent final answer (math-verify); a
+    candidate without a final answer shares it with none but itself."""
+    from patarm.verify.mathans import final_answer
+
+    ids = _answer_clusters([final_answer(c) for c in candidates])
+    return [ids.count(i) for i in ids]
+
+
 def answer_agreement(context: dict, **_: Any) -> dict:
     """Self-consistency: the share of candidates whose final answer is equivalent to each one's."""
     from patarm.verify.mathans import final_answer

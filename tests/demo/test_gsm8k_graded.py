@@ -163,6 +163,8 @@ def test_recipe_arguments_check_arms_teacher_and_ablations():
     base = parse_args([])
     assert base.teacher == "graded" and base.skill == "gsm8k-judge-graded" and "evidence" in base.arms
     assert (base.teacher_numbers, base.teacher_issues_line, base.max_new_tokens) == ("canonical", True, 104)
+    assert base.evidence_agreement and base.evidence_max_new_tokens == 112
+    assert not parse_args(["--evidence_agreement", "false"]).evidence_agreement
     binary = ["--teacher", "binary", "--teacher_numbers", "as-written", "--teacher_issues_line", "false"]
     assert parse_args([*binary, "--arms", "reference"]).skill == "gsm8k-judge"
     config = str(Path(ablations.__file__).parents[1] / "configs" / "gsm8k-binary.yaml")

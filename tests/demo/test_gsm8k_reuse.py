@@ -230,3 +230,27 @@ def test_a_redone_rl_set_starts_from_the_source_runs_rollout_cache(tmp_path):
     ours = GenerationCache(copy / "cache.sqlite")
     assert len(ours) == 3
     ours.close()
+
+
+def test_the_evidence_arms_agreement_decides_its_reuse_alone(tmp_path):
+    """A run made without the evidence arm's agreement line (before 2026-12-07): its reference arm is reused, its
+    evidence arm is redone — base judgments included, whose prompts now disclose the agreement."""
+    root = tmp_path / "old"
+    args = parse_args(["--run_dir", str(root), "--arms", "reference", "evidence", "--evidence_agreement", "false"])
+    config = yaml.safe_load(Path(args.sft_config).read_text())
+    for name in ("reference", "evidence"):
+        arm = root / name
+        for marker in ("prep/pointwise/manifest.json", "prep/rl/manifest.json", "eval/base.jsonl", "eval/sft.jsonl"):
+            (arm / marker).parent.mkdir(parents=True, exist_ok=True)
+            (arm / marker).write_text(marker)
+        write_json({"stage": "sft", "training": {k: config[k] for k in TRAINING_KEYS if k in config}},
+                   arm / "sft" / "patarm_config.json")
+    old = asdict(args)
+    del old["evidence_agreement"], old["evidence_max_new_tokens"]  # the run predates them: their defaults
+    write_json({"arguments": old}, root / "report.json")
+    write_json({"heldout": ["a"], "sft": ["b"], "rl": ["c"]}, root / "split.json")
+    got = _reuse(root, tmp_path / "new", "--arms", "reference", "evidence")
+    assert got["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
+    assert got["evidence"]["stages"] == [] and "evidence_agreement" in got["evidence"]["not_reused"]
+    same = _reuse(root, tmp_path / "same", "--arms", "reference", "evidence", "--evidence_agreement", "false")
+    assert same["evidence"]["stages"][:2] == ["prep/pointwise", "sft"]

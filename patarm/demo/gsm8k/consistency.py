@@ -6,7 +6,8 @@ A judgment is checked against its own `<eval>` lines (`criterion :: value`), nev
   reference answer (math-verify); `unknown` when the reference is "not mounted" (graded scale; the binary scale
   writes pass/fail without a reference, which cannot be checked and is counted consistent);
 - graded scale only: `follows` agrees with the stated last step and final answer, and an `issues` line (where the
-  teacher states one: `teacher_issues_line`) with the issues the lines above it state;
+  teacher states one: `teacher_issues_line`) with the issues the lines above it state; an `agreement` line (`k of
+  n`, the evidence arm with `evidence_agreement`) must be readable, k between 1 and n, and enters the score;
 - the score is the scale's score of the stated evidence (`evidence.score_of`; binary: 9 for pass, 2 for fail).
 
 Statuses: `consistent`, `inconsistent` (a stated conclusion contradicts stated evidence), `incomplete` (no score,
@@ -24,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
-from patarm.demo.gsm8k.evidence import FIELDS, ISSUES, NOT_MOUNTED, Evidence, score_of
+from patarm.demo.gsm8k.evidence import AGREEMENT, FIELDS, ISSUES, NOT_MOUNTED, Evidence, score_of
 
 _LINE = re.compile(r"^\s*(?:[-*]\s*)?([^:\n]+?)\s*::\s*(.*?)\s*$")
 _STEPS = re.compile(r"^(\d+) of (\d+)$")
@@ -60,15 +61,28 @@ def _check_graded(lines: dict[str, str], score: float) -> tuple[str, str]:
     if (follows == "no step") != (last == "none") or (last != "none" and (follows == "yes") != _equal(last, final)):
         return "inconsistent", f"follows :: {follows} but last step {last!r}, final answer {final!r}"
     unused = lines["unused numbers"]
+    agree = _agreement(lines)
+    if agree is False:
+        return "incomplete", f"unreadable agreement {lines[AGREEMENT]!r}"
     e = Evidence("" if final == "none" else final, reference if mounted else None,
                  None if not mounted else verdict == "pass", int(steps.group(2)), int(steps.group(1)),
                  None if last == "none" else last, None if follows == "no step" else follows == "yes",
-                 () if unused == "none" else tuple(unused.split(", ")))
+                 () if unused == "none" else tuple(unused.split(", ")), agree)
     if ISSUES in lines and lines[ISSUES] != str(e.issues):
         return "inconsistent", f"issues :: {lines[ISSUES]} but the stated evidence has {e.issues}"
     if score != score_of(e):
         return "inconsistent", f"score {score:g} but the stated evidence gives {score_of(e)}"
     return "consistent", ""
+
+
+def _agreement(lines: dict[str, str]) -> tuple[int, int] | None | bool:
+    """The stated `agreement :: k of n` as (k, n); None when not stated, False when unreadable (k outside 1..n)."""
+    if AGREEMENT not in lines:
+        return None
+    m = _STEPS.match(lines[AGREEMENT])
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        return False
+    return int(m.group(1)), int(m.group(2))
 
 
 def _check_binary(lines: dict[str, str], score: float) -> tuple[str, str]:
@@ -105,8 +119,9 @@ def check(text: Any, scale: str = "auto") -> tuple[str, str]:
 
 def readout(text: str) -> float | None:
     """Skill-RM's deterministic readout: the graded scale applied to the facts a judgment states (its final answer,
-    reference answer, wrong steps, last step and unused numbers), with its own conclusions (`correct`, `follows`,
-    the score) recomputed from them; None when a fact the scale needs is missing or unreadable."""
+    reference answer, wrong steps, last step, unused numbers and agreement where stated), with its own conclusions
+    (`correct`, `follows`, the score) recomputed from them; None when a fact the scale needs is missing or
+    unreadable."""
     from patarm.judge import parse_judgment
 
     lines = stated(parse_judgment(text, "pointwise-compact").evaluation)
@@ -119,9 +134,13 @@ def readout(text: str) -> float | None:
     mounted = reference != NOT_MOUNTED
     unused = lines["unused numbers"]
     final = "" if final == "none" else final
+    agree = _agreement(lines)
+    if agree is False:
+        return None
     e = Evidence(final, reference if mounted else None, _equal(final, reference) if mounted else None,
                  int(steps.group(2)), int(steps.group(1)), None if last == "none" else last,
-                 None if last == "none" else _equal(last, final), () if unused == "none" else tuple(unused.split(", ")))
+                 None if last == "none" else _equal(last, final), () if unused == "none" else tuple(unused.split(", ")),
+                 agree)
     return float(score_of(e))
 
 

@@ -94,11 +94,11 @@ def split_problems(problems: Sequence[Problem], heldout: int, seed: int) -> tupl
 
 
 def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclose: bool,
-               skill: str, evidence: bool = False) -> list[PreferencePair]:
+               skill: str, evidence: bool = False, agreement: bool = False) -> list[PreferencePair]:
     """(correct, incorrect) solution pairs of the mixed problems: up to `per_problem` per problem, drawn by a
     seeded shuffle of all such combinations. Each pair carries what the prompt builder and the teacher need:
     the reference answer, whether the arm discloses it, whether it discloses the arithmetic-check evidence,
-    the skill, and the two sources."""
+    the skill, the two sources, and with `agreement` the problem's candidates (`peers`)."""
     rng = random.Random(seed)
     pairs = []
     for p in problems:
@@ -107,7 +107,7 @@ def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclos
         ]
         rng.shuffle(combos)
         for c, i in combos[:per_problem]:
-            pairs.append(_pair(p, c, p.solutions[i], p.sources[i], disclose, skill, evidence))
+            pairs.append(_pair(p, c, p.solutions[i], p.sources[i], disclose, skill, evidence, agreement))
     return pairs
 
 
@@ -137,7 +137,7 @@ def near_miss(answer: str, rng: random.Random) -> tuple[str, str] | None:
 
 
 def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose: bool, skill: str,
-                    evidence: bool = False) -> tuple[list[PreferencePair], Manifest]:
+                    evidence: bool = False, agreement: bool = False) -> tuple[list[PreferencePair], Manifest]:
     """Up to `count` synthetic pairs, one per problem in order: a correct solution (seeded pick) against the same
     solution with its final answer replaced by a near miss (`near_miss`) — wrong, and no longer the last step's
     result. A judge that compares numbers by their start scores both alike and loses PAR on them, so rejection
@@ -164,15 +164,18 @@ def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose
             manifest.drop("equals_reference", f"{p.id}:{p.sources[c]}: near miss {miss[1]} equals the reference")
             continue
         pairs.append(_pair(p, c, f"{solution[:at]}{ANSWER_MARKER} {miss[1]}", f"{p.sources[c]}~{miss[0]}", disclose,
-                           skill, evidence, near_miss=miss[0]))
+                           skill, evidence, agreement, near_miss=miss[0]))
         manifest.rows_out += 1
     manifest.extra["kinds"] = {k: sum(q.metadata["near_miss"] == k for q in pairs) for k in NEAR_MISS_KINDS}
     return pairs, manifest
 
 
 def _pair(p: Problem, c: int, rejected: str, rejected_source: str, disclose: bool, skill: str, evidence: bool,
-          **extra: str) -> PreferencePair:
-    """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need."""
+          agreement: bool = False, **extra: str) -> PreferencePair:
+    """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need (the
+    problem's candidates as `peers` for the evidence arm's agreement line: a near miss is judged among them)."""
+    if evidence and agreement:
+        extra = {**extra, "peers": list(p.solutions)}
     return PreferencePair(
         id=f"{p.id}:{p.sources[c]}>{rejected_source}",
         prompt=[{"role": "user", "content": p.question}],

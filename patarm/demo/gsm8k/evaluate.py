@@ -37,13 +37,18 @@ def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
 
 
 def fitted_prompts(problems: Sequence[Problem], disclose: bool, skill: str, tokenizer: Any,
-                   max_tokens: int, evidence: bool = False, rubric_mode: str = RUBRIC_MODE) -> list[list[dict]]:
+                   max_tokens: int, evidence: bool = False, rubric_mode: str = RUBRIC_MODE,
+                   agreement: bool = False) -> list[list[dict]]:
     """The judge prompt of every candidate (problem order, then source order), cut to `max_tokens` tokens
-    (the response's middle goes first; see `patarm.judge.truncate`)."""
+    (the response's middle goes first; see `patarm.judge.truncate`); with `evidence` and `agreement` the
+    problem's candidates are each one's peers."""
     from patarm.judge.truncate import truncate_messages
 
-    return [truncate_messages(judge_prompt(p.question, s, p.answer if disclose else None, skill, evidence, rubric_mode),
-                              tokenizer, max_tokens)[0] for p in problems for s in p.solutions]
+    def prompt(p: Problem, s: str) -> list[dict]:
+        peers = list(p.solutions) if evidence and agreement else None
+        return judge_prompt(p.question, s, p.answer if disclose else None, skill, evidence, rubric_mode, peers)
+
+    return [truncate_messages(prompt(p, s), tokenizer, max_tokens)[0] for p in problems for s in p.solutions]
 
 
 def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list) -> list[dict]:
@@ -59,7 +64,7 @@ def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list
 def judge_problems(model: str, problems: Sequence[Problem], disclose: bool, skill: str, out_file: Path,
                    max_prompt_tokens: int, max_new_tokens: int, batch_size: int, dtype: str,
                    name: str, device: str = "cpu", evidence: bool = False, rubric_mode: str = RUBRIC_MODE,
-                   samples: int = 0, temperature: float = 1.0, seed: int = 0) -> list[dict]:
+                   samples: int = 0, temperature: float = 1.0, seed: int = 0, agreement: bool = False) -> list[dict]:
     """Score every candidate with the judge `model` (greedy); records are written to `out_file` and returned.
     With `samples` = k > 0, k judgments per candidate are drawn at `temperature` instead (records gain
     `sample_scores`: k per candidate, in draw order, for voting@k; `scores` is then the first draw).
@@ -71,7 +76,8 @@ def judge_problems(model: str, problems: Sequence[Problem], disclose: bool, skil
                            GenerationOptions(max_new_tokens=max_new_tokens, temperature=temperature if samples else 0.0,
                                              batch_size=batch_size),
                            cache=out_file.with_suffix(".cache.sqlite"), name=name)
-    prompts = fitted_prompts(problems, disclose, skill, backend.tokenizer, max_prompt_tokens, evidence, rubric_mode)
+    prompts = fitted_prompts(problems, disclose, skill, backend.tokenizer, max_prompt_tokens, evidence, rubric_mode,
+                             agreement)
     outputs = backend.generate(prompts, num_samples=max(samples, 1), seed=seed if samples else None)
     template = judge_template(rubric_mode)
     parsed = [[parse_judgment(t, template) for t in row] for row in outputs]

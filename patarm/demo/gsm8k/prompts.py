@@ -6,8 +6,10 @@ One builder serves every stage — the SFT corpus, the rejection-sampled RL set,
 names it: `prompt_builder: patarm.demo.gsm8k.prompts:skill_prompt`) and evaluation — so the judge is always
 asked the same way. What it needs travels with the pair: `metadata["reference"]` (the reference final
 answer), `metadata["disclose"]` (mount it or not), `metadata["evidence"]` (run the arithmetic check into the
-prompt or not) and `metadata["skill"]` (which skill's procedure and routed resources frame the prompt). The
-template's rubric mode adds the `<rubric>` request in the adaptive mode.
+prompt or not), `metadata["peers"]` (the problem's candidates: the evidence arm with `evidence_agreement` also
+runs the skill's `answer-agreement` verifier over them, self-consistency as a resource) and `metadata["skill"]`
+(which skill's procedure and routed resources frame the prompt). The template's rubric mode adds the `<rubric>`
+request in the adaptive mode.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ DEFAULT_SKILL = "gsm8k-judge"  # the binary teacher's; the graded teacher's is g
 DOMAIN = "math"
 REFERENCE_ID = "reference-answer"
 EVIDENCE_ID = "arithmetic-check"  # the skill's verifier whose evidence the `evidence` arm discloses
+AGREEMENT_ID = "answer-agreement"  # ... and, given the problem's candidates, the agreement across them
 ADAPTIVE_REQUEST = "First <rubric>: this problem's criteria, one per line. Then <eval> and <score>."
 
 
@@ -36,20 +39,27 @@ def load_judge_skill(name: str = DEFAULT_SKILL) -> Any:
 
 
 def judge_prompt(question: str, response: str, reference: str | None, skill: str = DEFAULT_SKILL,
-                 evidence: bool = False, rubric_mode: str = "primary") -> list[dict]:
+                 evidence: bool = False, rubric_mode: str = "primary", peers: list[str] | None = None) -> list[dict]:
     """Chat messages asking the judge to score `response`; `reference` (a final answer) is mounted as the
     sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt (the judge
-    gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`."""
+    gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`, and with `peers` too (the
+    problem's candidates; `response` is added when it is not one of them) its `answer-agreement`."""
     from patarm.skills.router import static_prompt
     from patarm.skills.session import mount
 
     mounted = [] if reference is None else [mount(REFERENCE_ID, "reference", reference, "the reference final answer")]
     loaded = load_judge_skill(skill)
-    if evidence and EVIDENCE_ID not in loaded.resources:
-        raise ValueError(f"the evidence arm runs the skill's {EVIDENCE_ID!r} verifier, which skill {skill!r} does not "
-                         f"have: use skill gsm8k-judge-graded (teacher: graded)")
+    verifiers = [EVIDENCE_ID, AGREEMENT_ID] if peers else [EVIDENCE_ID]
+    missing = [v for v in verifiers if v not in loaded.resources]
+    if evidence and missing:
+        raise ValueError(f"the evidence arm runs the skill's {' and '.join(map(repr, missing))} verifier, which skill "
+                         f"{skill!r} does not have: use skill gsm8k-judge-graded (teacher: graded)")
+    candidates = None
+    if evidence and peers:
+        candidates = list(peers) if response in peers else [*peers, response]
     messages = static_prompt(
-        loaded, question, response, DOMAIN, mounted, run_verifiers=[EVIDENCE_ID] if evidence else False
+        loaded, question, response, DOMAIN, mounted, run_verifiers=verifiers if evidence else False,
+        candidates=candidates, index=candidates.index(response) if candidates else 0,
     )
     if rubric_mode == "adaptive":
         messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + ADAPTIVE_REQUEST}
@@ -64,4 +74,4 @@ def skill_prompt(pair: PreferencePair, response: str, template: Any = None) -> l
     reference = meta.get("reference") if meta.get("disclose") else None
     return judge_prompt(pair.question, response, None if reference is None else str(reference),
                         meta.get("skill", DEFAULT_SKILL), bool(meta.get("evidence")),
-                        getattr(template, "rubric_mode", None) or "primary")
+                        getattr(template, "rubric_mode", None) or "primary", meta.get("peers"))

@@ -4,7 +4,8 @@ measured as a best-of-4 selector.
     patarm quickstart --recipe gsm8k-skill [--config more.yaml] [--key value ...] [--seeds 0 1 2] [--ablation NAME|all]
 
 Per arm — `reference` (the reference answer mounted as the skill's per-sample resource), `no-reference`, and
-`evidence` (the skill's arithmetic-check verifier run into the prompt, the reference not) — in its own run folder
+`evidence` (the skill's arithmetic-check verifier run into the prompt, and with `evidence_agreement` its
+answer-agreement verifier over the problem's candidates; the reference not) — in its own run folder
 `{run_dir}/<arm>/`: pairs (a correct and an incorrect solution of one problem) → pointwise SFT corpus from the
 verifier teacher (`teacher: graded`, evidence first, 1-10) → base judge evaluated → SFT → evaluated → RL set
 rejection-sampled with the SFT judge (n rollouts, the kept band) → GRPO-PAR → evaluated (also with voting@k and
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,14 @@ class GSM8KArguments(RunArguments):
     teacher_issues_line: bool = field(default=False, metadata={"help": "graded teacher: also state the count of "
                                       "issues as the last <eval> line (`issues :: 1`), so the score is a lookup "
                                       "from a stated number (the recipe config's default since 2026-12-06)"})
+    evidence_agreement: bool = field(default=False, metadata={"help": "the evidence arm also discloses the skill's "
+                                     "answer-agreement verifier over the problem's candidates (how many give each "
+                                     "one's final answer), stated as `agreement :: k of n` and scored 2 + 2k − "
+                                     "issues (the recipe config's default since 2026-12-07; false: the arithmetic "
+                                     "check alone, as measured before)"})
+    evidence_max_new_tokens: int | None = field(default=None, metadata={"help": "the evidence arm's judgment "
+                                                "length limit with evidence_agreement (its line adds ~9 tokens); "
+                                                "unset: max_new_tokens"})
     margin: str = field(default="graded", metadata={"help": "GRPO-PAR's f(δ): graded or constant (ablation)"})
     reward: str = field(default="par", metadata={"help": "GRPO reward: par, or label (ablation: +1/−1 per rollout "
                         "against the pair's label)", "choices": ["par", "label"]})
@@ -172,7 +181,8 @@ class GSM8KArguments(RunArguments):
         from patarm.demo.gsm8k.teacher import SKILL_OF
 
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
-                       "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat")
+                       "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat",
+                       "evidence_max_new_tokens")
         negative = [k for k in ("grpo_steps", "vote_k", "sft_near_misses", "rl_near_misses") if getattr(self, k) < 0]
         if negative:
             raise ValueError(f"{', '.join(negative)} must be >= 0, got "
@@ -286,6 +296,8 @@ def _base_judge(args: GSM8KArguments) -> str:
 def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, clock: Clock) -> dict:
     """One arm end to end in its run folder `d`; returns its evaluation summaries and prep counts."""
     disclose, evidence = DISCLOSES[arm]
+    if evidence and args.evidence_agreement and args.evidence_max_new_tokens:
+        args = replace(args, max_new_tokens=args.evidence_max_new_tokens)
     result: dict[str, Any] = {"stages": {}, "prep": {}}
     result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock, evidence)
     judged = {"base": _base_judge(args)}
@@ -339,7 +351,8 @@ def _expected(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
     disclose, evidence = DISCLOSES[arm]
     started = time.time()
     out = expected_records(model, records, lambda tok: evaluate.fitted_prompts(
-        heldout, disclose, args.skill, tok, args.max_prompt_tokens, evidence, args.rubric_mode), args.eval_dtype,
+        heldout, disclose, args.skill, tok, args.max_prompt_tokens, evidence, args.rubric_mode,
+        args.evidence_agreement), args.eval_dtype,
         args.eval_batch_size, args.judge_device)
     write_jsonl(out, path)
     clock.done(f"{arm}/expected-{stage}", started)
@@ -366,7 +379,8 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
                                               args.max_new_tokens, args.eval_batch_size, args.eval_dtype,
                                               name=f"{arm}/{stage}{suffix} judge", device=args.judge_device,
                                               evidence=evidence, rubric_mode=args.rubric_mode, samples=samples,
-                                              temperature=args.vote_temperature, seed=args.seed)
+                                              temperature=args.vote_temperature, seed=args.seed,
+                                              agreement=args.evidence_agreement)
             clock.done(f"{arm}/eval-{stage}{suffix}", started)
         if samples:
             summary["voting"] = voting_summary(records, samples)

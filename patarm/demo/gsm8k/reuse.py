@@ -68,6 +68,20 @@ def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
     return [k for k in keys if _value(source, k) != _value(ours, k)]
 
 
+def arm_differences(source: dict, ours: dict, arm: str) -> list[str]:
+    """What else decides one arm's SFT corpus, judge and judgments: the evidence arm's agreement line (its prompts,
+    its teacher's lines) and the judgment length it then gets (`evidence_max_new_tokens`, unused without it)."""
+    if arm != "evidence":
+        return []
+
+    def effective(args: dict) -> tuple:
+        agree = bool(args.get("evidence_agreement"))
+        return agree, (args.get("evidence_max_new_tokens") if agree else None)
+
+    mine, theirs = effective(ours), effective(source)
+    return [k for k, a, b in zip(("evidence_agreement", "evidence_max_new_tokens"), theirs, mine) if a != b]
+
+
 def trained_otherwise(sft_dir: Path, ours: dict) -> list[str]:
     """The SFT hyperparameters (`TRAINING_KEYS`) this run would train with that differ from what the SFT judge in
     `sft_dir` recorded, as `key recorded -> ours`; [] when it recorded none."""
@@ -121,7 +135,9 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
     sft_diff, rl_diff = differences(source, ours, SFT_KEYS), differences(source, ours, RL_KEYS)
     if "rl" in split_diff and "rl_problems" not in rl_diff:
         rl_diff.append("rl problems")  # another RL pool of the same size: the RL set is redone
+    common_sft_diff = sft_diff
     for arm in arms:
+        sft_diff = common_sft_diff + arm_differences(source, ours, arm)
         src, dst = source_dir / arm, Path(run_dir) / arm
         own = (dst / "sft").exists() and not (dst / "sft").is_symlink()
         done = arm in source.get("arms", []) and trained(src / "sft")
@@ -131,7 +147,8 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
                    else "no finished SFT stage of this arm there" if not done
                    else f"its SFT judge was trained otherwise: {otherwise}")
             # the base judge's judgments do not depend on SFT: copied where what decides them is the same
-            base = [] if differences(source, ours, BASE_KEYS + EVAL_KEYS) else _copy_evals(src, dst, ("base.*",))
+            base_diff = differences(source, ours, BASE_KEYS + EVAL_KEYS) + arm_differences(source, ours, arm)
+            base = [] if base_diff else _copy_evals(src, dst, ("base.*",))
             logger.info("%s: the SFT judge is not reused from %s (%s)%s", arm, source_dir, why,
                         f"; reused: {', '.join(base)}" if base else "")
             out[arm] = {"from": str(source_dir), "stages": base, "not_reused": why}

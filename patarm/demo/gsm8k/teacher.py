@@ -99,17 +99,20 @@ class GradedTeacher:
         return {"scale": "graded 1-10 (patarm.demo.gsm8k.evidence)", "rubric_mode": self.rubric_mode,
                 "numbers": self.numbers, "issues_line": self.issues_line}
 
-    def judge(self, question: str, response: str, reference: str, disclose: bool) -> str:
-        """One judgment; the reference decides correctness only when disclosed (else the evidence-only rule)."""
+    def judge(self, question: str, response: str, reference: str, disclose: bool,
+              peers: list[str] | None = None) -> str:
+        """One judgment; the reference decides correctness only when disclosed (else the evidence-only rule, with
+        the agreement across `peers`, the problem's candidates, when given)."""
         shown, canonical = reference if disclose else None, self.numbers == "canonical"
         correct = verify(question, response, reference)[1] if disclose else None
         rubric = rubric_lines(question, shown, canonical) if self.rubric_mode == "adaptive" else None
-        return graded_text(gather(question, response, shown, correct, canonical), rubric, self.issues_line)
+        return graded_text(gather(question, response, shown, correct, canonical, peers), rubric, self.issues_line)
 
     def generate(self, prompts: Sequence[Messages], num_samples: int = 1, seed: int | None = None,
                  metadata: Sequence[dict] | None = None, on_result: OnResult | None = None) -> list[list[str]]:
         return [[self.judge(pair.question, getattr(pair, side), str(pair.metadata["reference"]),
-                            bool(pair.metadata.get("disclose")))] * num_samples
+                            bool(pair.metadata.get("disclose")),
+                            pair.metadata.get("peers") if pair.metadata.get("evidence") else None)] * num_samples
                 for pair, side in _pair_side(metadata, len(prompts), "GradedTeacher")]
 
 

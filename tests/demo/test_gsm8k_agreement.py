@@ -1,0 +1,128 @@
+"""The evidence arm's answer-agreement resource (`evidence_agreement`): the skill's `answer-agreement` verifier
+over the problem's candidates disclosed in the prompt, the teacher's `agreement :: k of n` line and its score,
+the consistency check of that line, and the rule on the real pool against the training-free skill."""
+
+import pytest
+
+from patarm.demo.gsm8k import data
+from patarm.demo.gsm8k.consistency import check, readout, summarize
+from patarm.demo.gsm8k.evaluate import fitted_prompts, judge_template
+from patarm.demo.gsm8k.evidence import FIELDS, Evidence, agreement, gather, score_of
+from patarm.demo.gsm8k.metrics import skill_selection, summarize_scores
+from patarm.demo.gsm8k.prompts import skill_prompt
+from patarm.demo.gsm8k.teacher import GradedTeacher
+from patarm.judge import parse_judgment
+
+QUESTION = "Tom has 16 apples and buys 3 bags of 4 apples. How many apples does he have?"
+RIGHT = "He buys 3 * 4 = <<3*4=12>>12 apples.\nHe has 16 + 12 = <<16+12=28>>28 apples.\nA: 28"
+RIGHT_TOO = "3 bags of 4 is <<3*4=12>>12, and 16 + 12 = <<16+12=28>>28.\nA: 28.00"
+WRONG_STEP = "He buys 3 * 4 = <<3*4=13>>13 apples.\nHe has 16 + 13 = <<16+13=29>>29 apples.\nA: 29"
+NO_ANSWER = "He buys some apples."
+PEERS = [RIGHT, WRONG_STEP, RIGHT_TOO, NO_ANSWER]
+
+
+def test_agreement_counts_equivalent_final_answers_among_the_problems_candidates():
+    assert agreement(RIGHT, PEERS) == (2, 4)  # 28 and 28.00 are one answer (math-verify)
+    assert agreement(WRONG_STEP, PEERS) == (1, 4)
+    assert agreement(NO_ANSWER, PEERS) == (1, 4)  # no final answer: shared with none but itself
+    near_miss = RIGHT.replace("A: 28", "A: 29")
+    assert agreement(near_miss, PEERS) == (2, 5)  # not a candidate of the problem: judged among them
+
+
+@pytest.mark.parametrize("agree, issues, score", [((4, 4), 0, 10), ((3, 4), 0, 8), ((2, 4), 1, 5), ((1, 4), 0, 4),
+                                                  ((1, 4), 3, 1), ((5, 5), 0, 10), ((1, 5), 2, 2)])
+def test_the_agreement_scale_by_hand(agree, issues, score):
+    e = Evidence("28", None, None, 2, int(issues >= 1), "28", issues < 2, ("2",) if issues >= 3 else (), agree)
+    assert e.issues == issues and score_of(e) == score
+
+
+def test_the_teacher_states_the_agreement_after_the_steps_evidence_and_scores_by_it():
+    teacher = GradedTeacher("primary", "canonical", issues_line=True)
+    text = teacher.judge(QUESTION, RIGHT, "28", False, PEERS)
+    j = parse_judgment(text, judge_template())
+    names = [line.split(" :: ")[0] for line in j.evaluation.strip().splitlines()]
+    assert names == [*FIELDS, "agreement", "issues"] and "agreement :: 2 of 4" in text and j.score == 6
+    assert check(text) == ("consistent", "")
+    assert readout(text) == 6.0
+    without = teacher.judge(QUESTION, RIGHT, "28", False)  # no peers: the arithmetic check's rule, no agreement line
+    assert "agreement" not in without and parse_judgment(without, judge_template()).score == 7
+    mounted = teacher.judge(QUESTION, RIGHT, "28", True, PEERS)  # the reference decides; agreement is still stated
+    assert parse_judgment(mounted, judge_template()).score == 10 and check(mounted)[0] == "consistent"
+
+
+def test_a_judgment_is_held_to_the_agreement_it_states():
+    text = GradedTeacher("primary", "canonical", issues_line=True).judge(QUESTION, RIGHT, "28", False, PEERS)
+    assert check(text.replace("<score>6</score>", "<score>8</score>"))[0] == "inconsistent"
+    assert check(text.replace("agreement :: 2 of 4", "agreement :: 3 of 4").replace("<score>6", "<score>8")) == (
+        "consistent", "")  # checked against its own lines, not against the prompt
+    assert check(text.replace("agreement :: 2 of 4", "agreement :: 5 of 4"))[0] == "incomplete"
+    assert readout(text.replace("agreement :: 2 of 4", "agreement :: many")) is None
+
+
+def test_the_evidence_arm_prompt_discloses_the_agreement_of_the_pairs_problem():
+    problem = data.Problem("gsm8k-0001", QUESTION, "28", ["a", "b", "c", "d"], PEERS, [True, False, True, False])
+    pair = data.make_pairs([problem], 1, 0, False, "gsm8k-judge-graded", evidence=True, agreement=True)[0]
+    assert pair.metadata["peers"] == PEERS
+    text = skill_prompt(pair, pair.chosen, judge_template())[-1]["content"]
+    assert pair.chosen in (RIGHT, RIGHT_TOO)  # 28 and 28.00: one answer, two candidates give it
+    assert "answer-agreement :: 0.5 :: final answer '28" in text and "' shared by 2/4 candidates" in text
+    assert "wrong steps :: pass :: 0 of 2" in text and "reference-answer" not in text
+    plain = data.make_pairs([problem], 1, 0, False, "gsm8k-judge-graded", evidence=True)[0]
+    assert "peers" not in plain.metadata
+    assert "answer-agreement" not in skill_prompt(plain, plain.chosen, judge_template())[-1]["content"]
+    # evaluation asks the same way: each candidate among its problem's candidates
+
+    class Whole:  # a tokenizer that never needs to cut
+        def apply_chat_template(self, messages, **_):
+            return [0]
+
+    prompts = fitted_prompts([problem], False, "gsm8k-judge-graded", Whole(), 10**6, True, agreement=True)
+    assert [("shared by 2/4" in p[-1]["content"]) for p in prompts] == [True, False, True, False]
+
+
+def test_the_agreement_rule_picks_above_the_training_free_skill_on_the_real_pool(bench):
+    """The teacher's agreement rule on the recipe's held-out problems (seed 0): best-of-4 above the training-free
+    skill (answer agreement + calculator checks read out by its aggregation rules) and majority vote; every
+    judgment consistent with its own lines."""
+    problems, _ = data.load_problems(bench / "gsm8k")
+    heldout = data.split_problems(problems, 100, seed=0)[1]
+    teacher = GradedTeacher("primary", "canonical", issues_line=True)
+    texts = [[teacher.judge(p.question, s, p.answer, False, list(p.solutions)) for s in p.solutions] for p in heldout]
+    records = [{"scores": [parse_judgment(t, judge_template()).score for t in row], "correct": p.correct,
+                "valid": [True] * 4} for row, p in zip(texts, heldout)]
+    picked = summarize_scores(records)["best_of_n"]
+    assert picked > skill_selection(heldout) > 50.0 and round(picked, 2) == 50.67
+    assert summarize([t for row in texts for t in row])["consistent_rate"] == 1.0
+    assert gather(heldout[0].question, heldout[0].solutions[0], None, peers=list(heldout[0].solutions)).agree[1] == 4
+
+
+@pytest.mark.slow
+def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, bench):
+    """The evidence arm end to end at a tiny size (~13 s): the SFT rows state the agreement the prompt discloses, the
+    RL pairs carry the problem's candidates to GRPO's prompt builder, evaluation judges each candidate among its
+    problem's candidates, and the arm generates up to its own `evidence_max_new_tokens`."""
+    import json
+
+    from test_gsm8k_recipe import TINY
+
+    from helpers import run_cli
+    from patarm.io import read_jsonl
+
+    run = tmp_path / "run"
+    run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run, "--data_dir",
+            bench / "gsm8k", *TINY, "--arms", "evidence", "--bt_baseline", "false", "--vote_k", "0",
+            "--sft_problems", "3", "--rl_problems", "2", "--sft_near_misses", "1", "--rl_near_misses", "1",
+            "--evidence_max_new_tokens", "72")
+    arm = run / "evidence"
+    rows = read_jsonl(arm / "prep" / "pointwise" / "sft.jsonl")
+    for row in rows:
+        prompt, judgment = row["messages"][-2]["content"], row["messages"][-1]["content"]
+        shared = prompt.split("' shared by ")[1].split(" candidates")[0]  # "k/n", as the verifier discloses it
+        assert f"agreement :: {shared.replace('/', ' of ')}" in judgment and check(judgment)[0] == "consistent"
+    assert any("of 5" in r["messages"][-1]["content"] for r in rows)  # the near miss, judged among the 4
+    assert all(len(p["metadata"]["peers"]) == 4 for p in read_jsonl(arm / "prep" / "rl" / "pairs.jsonl"))
+    assert json.loads((run / "report.json").read_text())["arms"]["evidence"]["stages"].keys() >= {"sft", "grpo"}
+    # the arm's own judgment budget (the agreement line is longer), in GRPO and in SFT's max_length (TINY: 256 + 64)
+    grpo = json.loads((arm / "grpo" / "patarm_config.json").read_text())["training"]
+    sft = json.loads((arm / "sft" / "patarm_config.json").read_text())["training"]
+    assert (grpo["max_completion_length"], sft["max_length"]) == (72, 256 + 72 + 16)
