@@ -126,3 +126,12 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     grpo = json.loads((arm / "grpo" / "patarm_config.json").read_text())["training"]
     sft = json.loads((arm / "sft" / "patarm_config.json").read_text())["training"]
     assert (grpo["max_completion_length"], sft["max_length"]) == (72, 256 + 72 + 16)
+
+
+def test_the_plot_legend_says_what_the_evidence_arm_discloses():
+    from patarm.demo.gsm8k.report import arm_label
+
+    assert arm_label({"arguments": {"evidence_agreement": True}}, "evidence") == (
+        "arithmetic check + answer agreement disclosed, reference not")
+    assert "agreement" not in arm_label({"arguments": {"evidence_agreement": False}}, "evidence")
+    assert arm_label({}, "reference") == "reference mounted"

@@ -37,6 +37,13 @@ ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
               "evidence": "arithmetic check disclosed, reference not"}
 
 
+def arm_label(report: dict, arm: str) -> str:
+    """What the arm discloses, as the plot's legend says it (the evidence arm's agreement where the run had it)."""
+    if arm == "evidence" and (report.get("arguments") or {}).get("evidence_agreement"):
+        return "arithmetic check + answer agreement disclosed, reference not"
+    return ARM_LABELS.get(arm, arm)
+
+
 def _ci(interval: list | None, digits: int) -> str:
     """' [55.0, 64.0]': a 95 % interval over problems beside an accuracy; '' for a report written without one."""
     return f" [{interval[0]:.{digits}f}, {interval[1]:.{digits}f}]" if interval else ""
@@ -168,7 +175,7 @@ def plot(report: dict, path: Path) -> None:
         for a, arm in enumerate(arms):
             res = report["arms"][arm]
             values = [(res["stages"].get(j) or res.get(j) or {}).get(key, float("nan")) for j in judges]
-            ax.bar([x + a * width for x in range(len(judges))], values, width, label=ARM_LABELS.get(arm, arm))
+            ax.bar([x + a * width for x in range(len(judges))], values, width, label=arm_label(report, arm))
         ax.set_xticks([x + width * (len(arms) - 1) / 2 for x in range(len(judges))], labels)
         ax.set_title(title)
         if key == "best_of_n":
