@@ -127,13 +127,18 @@ def _answer_clusters(answers: list[str]) -> list[int]:
     return ids
 
 
+def _shared(answers: list[str]) -> list[int]:
+    """Per answer, how many of `answers` (itself included) are equivalent to it; an empty one shares with none."""
+    ids = _answer_clusters(answers)
+    return [ids.count(i) for i in ids]
+
+
 def shared_counts(candidates: list[str]) -> list[int]:
     """Per candidate, how many candidates (itself included) give an equivalent final answer (math-verify); a
     candidate without a final answer shares it with none but itself."""
     from patarm.verify.mathans import final_answer
 
-    ids = _answer_clusters([final_answer(c) for c in candidates])
-    return [ids.count(i) for i in ids]
+    return _shared([final_answer(c) for c in candidates])
 
 
 def answer_agreement(context: dict, **_: Any) -> dict:
@@ -141,11 +146,11 @@ def answer_agreement(context: dict, **_: Any) -> dict:
     from patarm.verify.mathans import final_answer
 
     answers = [final_answer(c) for c in context["candidates"]]
-    ids = _answer_clusters(answers)
+    shared = _shared(answers)
     n = len(answers)
     rows = [{"candidate": i, "criterion": "answer-agreement",
-             "observation": f"final answer {answers[i]!r} shared by {ids.count(ids[i])}/{n} candidates",
-             "assessment": ids.count(ids[i]) / n if answers[i] else 0.0} for i in range(n)]
+             "observation": f"final answer {answers[i]!r} shared by {shared[i]}/{n} candidates",
+             "assessment": shared[i] / n if answers[i] else 0.0} for i in range(n)]
     return {"answers": answers, "evidence": rows}
 
 

@@ -116,13 +116,20 @@ def score_of(e: Evidence) -> int:
     return 10 - e.issues if e.correct else max(1, 4 - e.issues)
 
 
+def among(response: str, peers: list[str]) -> tuple[list[str], int]:
+    """The candidates `response` is judged among — the problem's `peers`, with `response` added when it is not one
+    of them (a near miss) — and its index there."""
+    candidates = list(peers) if response in peers else [*peers, response]
+    return candidates, candidates.index(response)
+
+
 def agreement(response: str, peers: list[str]) -> tuple[int, int]:
-    """(k, n): the candidates of the problem — `peers`, with `response` added when it is not one of them (a near
-    miss) — and how many of them, `response` included, give its final answer (the skill's `answer-agreement`)."""
+    """(k, n): how many of the n candidates `response` is judged among (`among`), itself included, give its final
+    answer (the skill's `answer-agreement`)."""
     from patarm.skills.verifiers import shared_counts
 
-    candidates = list(peers) if response in peers else [*peers, response]
-    return shared_counts(candidates)[candidates.index(response)], len(candidates)
+    candidates, index = among(response, peers)
+    return shared_counts(candidates)[index], len(candidates)
 
 
 def gather(question: str, response: str, reference: str | None, correct: bool | None = None,

@@ -44,6 +44,7 @@ def judge_prompt(question: str, response: str, reference: str | None, skill: str
     sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt (the judge
     gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`, and with `peers` too (the
     problem's candidates; `response` is added when it is not one of them) its `answer-agreement`."""
+    from patarm.demo.gsm8k.evidence import among
     from patarm.skills.router import static_prompt
     from patarm.skills.session import mount
 
@@ -54,12 +55,10 @@ def judge_prompt(question: str, response: str, reference: str | None, skill: str
     if evidence and missing:
         raise ValueError(f"the evidence arm runs the skill's {' and '.join(map(repr, missing))} verifier, which skill "
                          f"{skill!r} does not have: use skill gsm8k-judge-graded (teacher: graded)")
-    candidates = None
-    if evidence and peers:
-        candidates = list(peers) if response in peers else [*peers, response]
+    candidates, index = among(response, peers) if evidence and peers else (None, 0)
     messages = static_prompt(
         loaded, question, response, DOMAIN, mounted, run_verifiers=verifiers if evidence else False,
-        candidates=candidates, index=candidates.index(response) if candidates else 0,
+        candidates=candidates, index=index,
     )
     if rubric_mode == "adaptive":
         messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + ADAPTIVE_REQUEST}
