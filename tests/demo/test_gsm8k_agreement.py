@@ -7,7 +7,7 @@ import pytest
 from patarm.demo.gsm8k import data
 from patarm.demo.gsm8k.consistency import check, readout, summarize
 from patarm.demo.gsm8k.evaluate import fitted_prompts, judge_template
-from patarm.demo.gsm8k.evidence import FIELDS, Evidence, agreement, gather, score_of
+from patarm.demo.gsm8k.evidence import FIELDS, Evidence, agreement, among, gather, score_of
 from patarm.demo.gsm8k.metrics import skill_selection, summarize_scores
 from patarm.demo.gsm8k.prompts import skill_prompt
 from patarm.demo.gsm8k.teacher import GradedTeacher
@@ -25,8 +25,11 @@ def test_agreement_counts_equivalent_final_answers_among_the_problems_candidates
     assert agreement(RIGHT, PEERS) == (2, 4)  # 28 and 28.00 are one answer (math-verify)
     assert agreement(WRONG_STEP, PEERS) == (1, 4)
     assert agreement(NO_ANSWER, PEERS) == (1, 4)  # no final answer: shared with none but itself
-    near_miss = RIGHT.replace("A: 28", "A: 29")
-    assert agreement(near_miss, PEERS) == (2, 5)  # not a candidate of the problem: judged among them
+    near_miss = RIGHT.replace("A: 28", "A: 29")  # made from RIGHT: judged in its place, as many candidates as RIGHT
+    assert among(near_miss, PEERS) == ([near_miss, WRONG_STEP, RIGHT_TOO, NO_ANSWER], 0)
+    assert agreement(near_miss, PEERS) == (2, 4)  # 29, as WRONG_STEP's
+    stranger = "Tom has 28 apples.\nA: 29"  # made from no candidate: judged among them, added at the end
+    assert among(stranger, PEERS) == ([*PEERS, stranger], 4) and agreement(stranger, PEERS) == (2, 5)
 
 
 @pytest.mark.parametrize("agree, issues, score", [((4, 4), 0, 10), ((3, 4), 0, 8), ((2, 4), 1, 5), ((1, 4), 0, 4),
@@ -119,7 +122,9 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
         prompt, judgment = row["messages"][-2]["content"], row["messages"][-1]["content"]
         shared = prompt.split("' shared by ")[1].split(" candidates")[0]  # "k/n", as the verifier discloses it
         assert f"agreement :: {shared.replace('/', ' of ')}" in judgment and check(judgment)[0] == "consistent"
-    assert any("of 5" in r["messages"][-1]["content"] for r in rows)  # the near miss, judged among the 4
+    # the near miss is judged in the place of the solution it was made from: both sides of its pair among 4
+    assert json.loads((arm / "prep" / "pointwise" / "manifest.json").read_text())["near_misses"]["rows"] == 1
+    assert all(" of 4\n" in r["messages"][-1]["content"] for r in rows)
     assert all(len(p["metadata"]["peers"]) == 4 for p in read_jsonl(arm / "prep" / "rl" / "pairs.jsonl"))
     assert json.loads((run / "report.json").read_text())["arms"]["evidence"]["stages"].keys() >= {"sft", "grpo"}
     # the arm's own judgment budget (the agreement line is longer), in GRPO and in SFT's max_length (TINY: 256 + 64)

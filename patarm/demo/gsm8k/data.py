@@ -173,7 +173,7 @@ def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose
 def _pair(p: Problem, c: int, rejected: str, rejected_source: str, disclose: bool, skill: str, evidence: bool,
           agreement: bool = False, **extra: str) -> PreferencePair:
     """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need (the
-    problem's candidates as `peers` for the evidence arm's agreement line: a near miss is judged among them)."""
+    problem's candidates as `peers` for the evidence arm's agreement line: a near miss in its source's place)."""
     if evidence and agreement:
         extra = {**extra, "peers": list(p.solutions)}
     return PreferencePair(

@@ -117,10 +117,18 @@ def score_of(e: Evidence) -> int:
 
 
 def among(response: str, peers: list[str]) -> tuple[list[str], int]:
-    """The candidates `response` is judged among — the problem's `peers`, with `response` added when it is not one
-    of them (a near miss) — and its index there."""
-    candidates = list(peers) if response in peers else [*peers, response]
-    return candidates, candidates.index(response)
+    """The candidates `response` is judged among and its index there: the problem's `peers`; a response that is not
+    one of them takes the place of the peer it was made from (a near miss: the same text before its last `A:` line),
+    so both sides of a near-miss pair are judged among as many candidates (else it is added at the end)."""
+    from patarm.demo.gsm8k.data import ANSWER_MARKER
+
+    if response in peers:
+        return list(peers), peers.index(response)
+    body = response.rpartition(ANSWER_MARKER)[0]
+    source = next((k for k, p in enumerate(peers) if body and p.rpartition(ANSWER_MARKER)[0] == body), None)
+    if source is None:
+        return [*peers, response], len(peers)
+    return [*peers[:source], response, *peers[source + 1:]], source
 
 
 def agreement(response: str, peers: list[str]) -> tuple[int, int]:

@@ -43,7 +43,7 @@ def judge_prompt(question: str, response: str, reference: str | None, skill: str
     """Chat messages asking the judge to score `response`; `reference` (a final answer) is mounted as the
     sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt (the judge
     gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`, and with `peers` too (the
-    problem's candidates; `response` is added when it is not one of them) its `answer-agreement`."""
+    problem's candidates; a near miss in the place of its source, `evidence.among`) its `answer-agreement`."""
     from patarm.demo.gsm8k.evidence import among
     from patarm.skills.router import static_prompt
     from patarm.skills.session import mount
