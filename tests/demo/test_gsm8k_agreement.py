@@ -83,6 +83,44 @@ def test_the_evidence_arm_prompt_discloses_the_agreement_of_the_pairs_problem():
     assert [("shared by 2/4" in p[-1]["content"]) for p in prompts] == [True, False, True, False]
 
 
+def test_the_prompt_states_the_score_rule_the_agreement_enters():
+    """With agreement `rule` (the recipe's default) the system prompt states the score rule every agreement judgment
+    follows — the skill's procedure alone says 7 - 3 x issues for an unknown verdict, which they contradict."""
+    import re
+
+    from patarm.demo.gsm8k.prompts import AGREEMENT_RULE
+
+    problem = data.Problem("gsm8k-0001", QUESTION, "28", ["a", "b", "c", "d"], PEERS, [True, False, True, False])
+    ruled = data.make_pairs([problem], 1, 0, False, "gsm8k-judge-graded", evidence=True, agreement="rule")[0]
+    facts = data.make_pairs([problem], 1, 0, False, "gsm8k-judge-graded", evidence=True, agreement="facts")[0]
+    assert ruled.metadata["score_rule"] and "score_rule" not in facts.metadata and facts.metadata["peers"] == PEERS
+    system = skill_prompt(ruled, ruled.rejected, judge_template())[0]["content"]
+    assert system.endswith(AGREEMENT_RULE) and "7 - 3 x issues" in system  # after the procedure it amends
+    assert AGREEMENT_RULE not in skill_prompt(facts, facts.rejected, judge_template())[0]["content"]
+    reference = data.make_pairs([problem], 1, 0, True, "gsm8k-judge-graded", agreement="rule")[0]  # no evidence
+    assert AGREEMENT_RULE not in skill_prompt(reference, reference.chosen, judge_template())[0]["content"]
+    # the rule as stated is the teacher's scale (evidence.score_of), line for line
+    base, per_k = map(int, re.search(r"(\d+) \+ (\d+) x k - issues", AGREEMENT_RULE).groups())
+    for k in range(1, 5):
+        for issues in range(4):
+            e = Evidence("28", None, None, 2, int(issues >= 1), "28", issues < 2, ("2",) if issues >= 3 else (),
+                         (k, 4))
+            assert score_of(e) == max(1, min(10, base + per_k * k - e.issues))
+    # ... and names the lines in the teacher's order ([*FIELDS, "agreement", "issues"])
+    assert f"after {FIELDS[-1]}, agreement" in AGREEMENT_RULE and "then issues" in AGREEMENT_RULE
+
+    class Whole:  # a tokenizer that never needs to cut
+        def apply_chat_template(self, messages, **_):
+            return [0]
+
+    prompts = fitted_prompts([problem], False, "gsm8k-judge-graded", Whole(), 10**6, True, agreement="rule")
+    assert all(p[0]["content"].endswith(AGREEMENT_RULE) for p in prompts)
+    from patarm.demo.gsm8k.recipe import parse_args
+
+    assert (parse_args([]).agreement, parse_args(["--evidence_score_rule", "false"]).agreement) == ("rule", "facts")
+    assert parse_args(["--evidence_agreement", "false"]).agreement is None
+
+
 def test_the_agreement_rule_picks_above_the_training_free_skill_on_the_real_pool(bench):
     """The teacher's agreement rule on the recipe's held-out problems (seed 0): best-of-4 above the training-free
     skill (answer agreement + calculator checks read out by its aggregation rules) and majority vote; every
@@ -109,6 +147,7 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     from test_gsm8k_recipe import TINY
 
     from helpers import run_cli
+    from patarm.demo.gsm8k.prompts import AGREEMENT_RULE
     from patarm.io import read_jsonl
 
     run = tmp_path / "run"
@@ -125,6 +164,7 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     # the near miss is judged in the place of the solution it was made from: both sides of its pair among 4
     assert json.loads((arm / "prep" / "pointwise" / "manifest.json").read_text())["near_misses"]["rows"] == 1
     assert all(" of 4\n" in r["messages"][-1]["content"] for r in rows)
+    assert all(r["messages"][0]["content"].endswith(AGREEMENT_RULE) for r in rows)  # the default states its rule
     assert all(len(p["metadata"]["peers"]) == 4 for p in read_jsonl(arm / "prep" / "rl" / "pairs.jsonl"))
     assert json.loads((run / "report.json").read_text())["arms"]["evidence"]["stages"].keys() >= {"sft", "grpo"}
     # the arm's own judgment budget (the agreement line is longer), in GRPO and in SFT's max_length (TINY: 256 + 64)
@@ -138,5 +178,7 @@ def test_the_plot_legend_says_what_the_evidence_arm_discloses():
 
     assert arm_label({"arguments": {"evidence_agreement": True}}, "evidence") == (
         "arithmetic check + answer agreement disclosed, reference not")
+    assert arm_label({"arguments": {"evidence_agreement": True, "evidence_score_rule": True}}, "evidence") == (
+        "arithmetic check + answer agreement (+ its score rule) disclosed, reference not")
     assert "agreement" not in arm_label({"arguments": {"evidence_agreement": False}}, "evidence")
     assert arm_label({}, "reference") == "reference mounted"

@@ -232,11 +232,10 @@ def test_a_redone_rl_set_starts_from_the_source_runs_rollout_cache(tmp_path):
     ours.close()
 
 
-def test_the_evidence_arms_agreement_decides_its_reuse_alone(tmp_path):
-    """A run made without the evidence arm's agreement line (before 2026-12-07): its reference arm is reused, its
-    evidence arm is redone — base judgments included, whose prompts now disclose the agreement."""
-    root = tmp_path / "old"
-    args = parse_args(["--run_dir", str(root), "--arms", "reference", "evidence", "--evidence_agreement", "false"])
+def _both_arms_run(root: Path, flags: list[str], predates: tuple[str, ...]) -> None:
+    """A run folder of both arms with every stage marker, made with `flags`, its report without the arguments it
+    `predates` (a run made before they existed)."""
+    args = parse_args(["--run_dir", str(root), "--arms", "reference", "evidence", *flags])
     config = yaml.safe_load(Path(args.sft_config).read_text())
     for name in ("reference", "evidence"):
         arm = root / name
@@ -246,11 +245,33 @@ def test_the_evidence_arms_agreement_decides_its_reuse_alone(tmp_path):
         write_json({"stage": "sft", "training": {k: config[k] for k in TRAINING_KEYS if k in config}},
                    arm / "sft" / "patarm_config.json")
     old = asdict(args)
-    del old["evidence_agreement"], old["evidence_max_new_tokens"]  # the run predates them: their defaults
+    for key in predates:
+        del old[key]
     write_json({"arguments": old}, root / "report.json")
     write_json({"heldout": ["a"], "sft": ["b"], "rl": ["c"]}, root / "split.json")
+
+
+def test_the_evidence_arms_agreement_decides_its_reuse_alone(tmp_path):
+    """A run made without the evidence arm's agreement line (before 2026-12-07): its reference arm is reused, its
+    evidence arm is redone — base judgments included, whose prompts now disclose the agreement."""
+    root = tmp_path / "old"
+    # the run predates them: their defaults
+    _both_arms_run(root, ["--evidence_agreement", "false"],
+                  ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule"))
     got = _reuse(root, tmp_path / "new", "--arms", "reference", "evidence")
     assert got["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
     assert got["evidence"]["stages"] == [] and "evidence_agreement" in got["evidence"]["not_reused"]
     same = _reuse(root, tmp_path / "same", "--arms", "reference", "evidence", "--evidence_agreement", "false")
+    assert same["evidence"]["stages"][:2] == ["prep/pointwise", "sft"]
+
+
+def test_the_evidence_arms_score_rule_decides_its_reuse_alone(tmp_path):
+    """A run with the agreement line but made before its prompt stated the score rule (2026-12-07 #19): the rule
+    (the default now) redoes the evidence arm, `--evidence_score_rule false` reuses it."""
+    root = tmp_path / "old"
+    _both_arms_run(root, [], ("evidence_score_rule",))
+    got = _reuse(root, tmp_path / "new", "--arms", "reference", "evidence")
+    assert got["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
+    assert got["evidence"]["stages"] == [] and "evidence_score_rule" in got["evidence"]["not_reused"]
+    same = _reuse(root, tmp_path / "same", "--arms", "reference", "evidence", "--evidence_score_rule", "false")
     assert same["evidence"]["stages"][:2] == ["prep/pointwise", "sft"]

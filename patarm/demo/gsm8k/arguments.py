@@ -49,6 +49,11 @@ class GSM8KArguments(RunArguments):
                                      "one's final answer), stated as `agreement :: k of n` and scored 2 + 2k − "
                                      "issues (the recipe config's default since 2026-12-07; false: the arithmetic "
                                      "check alone, as measured before)"})
+    evidence_score_rule: bool = field(default=False, metadata={"help": "with evidence_agreement, the judge's system "
+                                      "prompt also states the score rule its teacher follows (`agreement :: k of "
+                                      "n`, `issues :: N`, score 2 + 2k − issues; the skill's procedure states "
+                                      "only the rule without agreement, 7 − 3 × issues); the recipe config's "
+                                      "default since 2026-12-07 #19; false: as measured before"})
     evidence_max_new_tokens: int | None = field(default=None, metadata={"help": "the evidence arm's judgment "
                                                 "length limit with evidence_agreement (its line adds ~9 tokens); "
                                                 "unset: max_new_tokens"})
@@ -177,6 +182,14 @@ class GSM8KArguments(RunArguments):
             from patarm.train.grpo import extra_reward_funcs
 
             extra_reward_funcs(self.rl_keep_rewards, "rl_keep_rewards")
+
+    @property
+    def agreement(self) -> str | None:
+        """How the evidence arm discloses the answer agreement: None (not at all), `facts` (the verifier's evidence)
+        or `rule` (also the score rule it enters, `evidence_score_rule`)."""
+        if not self.evidence_agreement:
+            return None
+        return "rule" if self.evidence_score_rule else "facts"
 
 
 def argument_defaults() -> dict[str, Any]:

@@ -17,6 +17,10 @@ from pathlib import Path
 from patarm.data import Manifest, PreferencePair
 from patarm.io import DataError, iter_jsonl
 
+# the evidence arm's answer agreement (GSM8KArguments.agreement): None / False off; "facts" (or True) the
+# verifier's evidence; "rule" also the score rule it enters, stated in the prompt
+Agreement = str | bool | None
+
 POOL_FILE = "example_model_solutions.jsonl"
 REFERENCE_FILE = "test.jsonl"
 
@@ -94,7 +98,7 @@ def split_problems(problems: Sequence[Problem], heldout: int, seed: int) -> tupl
 
 
 def make_pairs(problems: Sequence[Problem], per_problem: int, seed: int, disclose: bool,
-               skill: str, evidence: bool = False, agreement: bool = False) -> list[PreferencePair]:
+               skill: str, evidence: bool = False, agreement: Agreement = None) -> list[PreferencePair]:
     """(correct, incorrect) solution pairs of the mixed problems: up to `per_problem` per problem, drawn by a
     seeded shuffle of all such combinations. Each pair carries what the prompt builder and the teacher need:
     the reference answer, whether the arm discloses it, whether it discloses the arithmetic-check evidence,
@@ -137,7 +141,7 @@ def near_miss(answer: str, rng: random.Random) -> tuple[str, str] | None:
 
 
 def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose: bool, skill: str,
-                    evidence: bool = False, agreement: bool = False) -> tuple[list[PreferencePair], Manifest]:
+                    evidence: bool = False, agreement: Agreement = None) -> tuple[list[PreferencePair], Manifest]:
     """Up to `count` synthetic pairs, one per problem in order: a correct solution (seeded pick) against the same
     solution with its final answer replaced by a near miss (`near_miss`) — wrong, and no longer the last step's
     result. A judge that compares numbers by their start scores both alike and loses PAR on them, so rejection
@@ -171,11 +175,12 @@ def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose
 
 
 def _pair(p: Problem, c: int, rejected: str, rejected_source: str, disclose: bool, skill: str, evidence: bool,
-          agreement: bool = False, **extra: str) -> PreferencePair:
+          agreement: Agreement = None, **extra: str) -> PreferencePair:
     """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need (the
-    problem's candidates as `peers` for the evidence arm's agreement line: a near miss in its source's place)."""
+    problem's candidates as `peers` for the evidence arm's agreement line: a near miss in its source's place; with
+    agreement `rule` also `score_rule`, the prompt states the score rule)."""
     if evidence and agreement:
-        extra = {**extra, "peers": list(p.solutions)}
+        extra = {**extra, "peers": list(p.solutions), **({"score_rule": True} if agreement == "rule" else {})}
     return PreferencePair(
         id=f"{p.id}:{p.sources[c]}>{rejected_source}",
         prompt=[{"role": "user", "content": p.question}],

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from patarm.demo.gsm8k.data import Problem
+from patarm.demo.gsm8k.data import Agreement, Problem
 from patarm.demo.gsm8k.prompts import judge_prompt
 from patarm.io import read_jsonl, write_jsonl
 
@@ -38,15 +38,16 @@ def backend_spec(model: str, dtype: str, device: str = "cpu") -> dict:
 
 def fitted_prompts(problems: Sequence[Problem], disclose: bool, skill: str, tokenizer: Any,
                    max_tokens: int, evidence: bool = False, rubric_mode: str = RUBRIC_MODE,
-                   agreement: bool = False) -> list[list[dict]]:
+                   agreement: Agreement = None) -> list[list[dict]]:
     """The judge prompt of every candidate (problem order, then source order), cut to `max_tokens` tokens
     (the response's middle goes first; see `patarm.judge.truncate`); with `evidence` and `agreement` the
-    problem's candidates are each one's peers."""
+    problem's candidates are each one's peers (agreement `rule`: the prompt also states the score rule)."""
     from patarm.judge.truncate import truncate_messages
 
     def prompt(p: Problem, s: str) -> list[dict]:
         peers = list(p.solutions) if evidence and agreement else None
-        return judge_prompt(p.question, s, p.answer if disclose else None, skill, evidence, rubric_mode, peers)
+        return judge_prompt(p.question, s, p.answer if disclose else None, skill, evidence, rubric_mode, peers,
+                            score_rule=agreement == "rule")
 
     return [truncate_messages(prompt(p, s), tokenizer, max_tokens)[0] for p in problems for s in p.solutions]
 
@@ -64,7 +65,8 @@ def _records(problems: Sequence[Problem], scores: list, valid: list, texts: list
 def judge_problems(model: str, problems: Sequence[Problem], disclose: bool, skill: str, out_file: Path,
                    max_prompt_tokens: int, max_new_tokens: int, batch_size: int, dtype: str,
                    name: str, device: str = "cpu", evidence: bool = False, rubric_mode: str = RUBRIC_MODE,
-                   samples: int = 0, temperature: float = 1.0, seed: int = 0, agreement: bool = False) -> list[dict]:
+                   samples: int = 0, temperature: float = 1.0, seed: int = 0,
+                   agreement: Agreement = None) -> list[dict]:
     """Score every candidate with the judge `model` (greedy); records are written to `out_file` and returned.
     With `samples` = k > 0, k judgments per candidate are drawn at `temperature` instead (records gain
     `sample_scores`: k per candidate, in draw order, for voting@k; `scores` is then the first draw).

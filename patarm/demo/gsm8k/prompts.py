@@ -7,7 +7,8 @@ names it: `prompt_builder: patarm.demo.gsm8k.prompts:skill_prompt`) and evaluati
 asked the same way. What it needs travels with the pair: `metadata["reference"]` (the reference final
 answer), `metadata["disclose"]` (mount it or not), `metadata["evidence"]` (run the arithmetic check into the
 prompt or not), `metadata["peers"]` (the problem's candidates: the evidence arm with `evidence_agreement` also
-runs the skill's `answer-agreement` verifier over them, self-consistency as a resource) and `metadata["skill"]`
+runs the skill's `answer-agreement` verifier over them, self-consistency as a resource; `metadata["score_rule"]`:
+the score rule it enters stated too) and `metadata["skill"]`
 (which skill's procedure and routed resources frame the prompt). The template's rubric mode adds the `<rubric>`
 request in the adaptive mode.
 """
@@ -28,6 +29,11 @@ REFERENCE_ID = "reference-answer"
 EVIDENCE_ID = "arithmetic-check"  # the skill's verifier whose evidence the `evidence` arm discloses
 AGREEMENT_ID = "answer-agreement"  # ... and, given the problem's candidates, the agreement across them
 ADAPTIVE_REQUEST = "First <rubric>: this problem's criteria, one per line. Then <eval> and <score>."
+# The score rule of the evidence arm's agreement line (evidence.score_of), stated after the skill's procedure, whose
+# own rule for an unknown verdict (7 - 3 x issues) the agreement replaces: without it the prompt contradicts every
+# judgment the teacher writes (`evidence_score_rule`)
+AGREEMENT_RULE = ("With answer agreement: after unused numbers, agreement (k of n candidates give this final answer, "
+                  "this one included), then issues (N). <score>: 2 + 2 x k - issues, within 1-10; no final answer 1.")
 
 
 @lru_cache(maxsize=8)
@@ -39,11 +45,13 @@ def load_judge_skill(name: str = DEFAULT_SKILL) -> Any:
 
 
 def judge_prompt(question: str, response: str, reference: str | None, skill: str = DEFAULT_SKILL,
-                 evidence: bool = False, rubric_mode: str = "primary", peers: list[str] | None = None) -> list[dict]:
+                 evidence: bool = False, rubric_mode: str = "primary", peers: list[str] | None = None,
+                 score_rule: bool = False) -> list[dict]:
     """Chat messages asking the judge to score `response`; `reference` (a final answer) is mounted as the
     sample-specific resource `reference-answer` when given. Verifiers are not run into the prompt (the judge
     gathers the evidence itself) except, with `evidence`, the skill's `arithmetic-check`, and with `peers` too (the
-    problem's candidates; a near miss in the place of its source, `evidence.among`) its `answer-agreement`."""
+    problem's candidates; a near miss in the place of its source, `evidence.among`) its `answer-agreement`, and
+    with `score_rule` the system prompt states the score rule the agreement enters (`AGREEMENT_RULE`)."""
     from patarm.demo.gsm8k.evidence import among
     from patarm.skills.router import static_prompt
     from patarm.skills.session import mount
@@ -60,6 +68,8 @@ def judge_prompt(question: str, response: str, reference: str | None, skill: str
         loaded, question, response, DOMAIN, mounted, run_verifiers=verifiers if evidence else False,
         candidates=candidates, index=index,
     )
+    if candidates is not None and score_rule:
+        messages[0] = {**messages[0], "content": f"{messages[0]['content']}\n\n{AGREEMENT_RULE}"}
     if rubric_mode == "adaptive":
         messages[-1] = {**messages[-1], "content": messages[-1]["content"] + "\n" + ADAPTIVE_REQUEST}
     return messages
@@ -73,4 +83,5 @@ def skill_prompt(pair: PreferencePair, response: str, template: Any = None) -> l
     reference = meta.get("reference") if meta.get("disclose") else None
     return judge_prompt(pair.question, response, None if reference is None else str(reference),
                         meta.get("skill", DEFAULT_SKILL), bool(meta.get("evidence")),
-                        getattr(template, "rubric_mode", None) or "primary", meta.get("peers"))
+                        getattr(template, "rubric_mode", None) or "primary", meta.get("peers"),
+                        bool(meta.get("score_rule")))

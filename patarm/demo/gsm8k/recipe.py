@@ -178,7 +178,7 @@ def _expected(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
     started = time.time()
     out = expected_records(model, records, lambda tok: evaluate.fitted_prompts(
         heldout, disclose, args.skill, tok, args.max_prompt_tokens, evidence, args.rubric_mode,
-        args.evidence_agreement), args.eval_dtype,
+        args.agreement), args.eval_dtype,
         args.eval_batch_size, args.judge_device)
     write_jsonl(out, path)
     clock.done(f"{arm}/expected-{stage}", started)
@@ -206,7 +206,7 @@ def _evaluate(args: GSM8KArguments, arm: str, d: Path, stage: str, model: str, h
                                               name=f"{arm}/{stage}{suffix} judge", device=args.judge_device,
                                               evidence=evidence, rubric_mode=args.rubric_mode, samples=samples,
                                               temperature=args.vote_temperature, seed=args.seed,
-                                              agreement=args.evidence_agreement)
+                                              agreement=args.agreement)
             clock.done(f"{arm}/eval-{stage}{suffix}", started)
         if samples:
             summary["voting"] = voting_summary(records, samples)

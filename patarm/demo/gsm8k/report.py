@@ -39,8 +39,10 @@ ARM_LABELS = {"reference": "reference mounted", "no-reference": "not disclosed",
 
 def arm_label(report: dict, arm: str) -> str:
     """What the arm discloses, as the plot's legend says it (the evidence arm's agreement where the run had it)."""
-    if arm == "evidence" and (report.get("arguments") or {}).get("evidence_agreement"):
-        return "arithmetic check + answer agreement disclosed, reference not"
+    args = report.get("arguments") or {}
+    if arm == "evidence" and args.get("evidence_agreement"):
+        rule = " (+ its score rule)" if args.get("evidence_score_rule") else ""
+        return f"arithmetic check + answer agreement{rule} disclosed, reference not"
     return ARM_LABELS.get(arm, arm)
 
 

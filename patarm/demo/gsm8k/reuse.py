@@ -70,16 +70,19 @@ def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
 
 def arm_differences(source: dict, ours: dict, arm: str) -> list[str]:
     """What else decides one arm's SFT corpus, judge and judgments: the evidence arm's agreement line (its prompts,
-    its teacher's lines) and the judgment length it then gets (`evidence_max_new_tokens`, unused without it)."""
+    its teacher's lines), the judgment length it then gets (`evidence_max_new_tokens`, unused without it) and
+    whether its prompt states the score rule (`evidence_score_rule`, unused without it)."""
     if arm != "evidence":
         return []
 
     def effective(args: dict) -> tuple:
         agree = bool(args.get("evidence_agreement"))
-        return agree, (args.get("evidence_max_new_tokens") if agree else None)
+        return (agree, (args.get("evidence_max_new_tokens") if agree else None),
+                agree and bool(args.get("evidence_score_rule")))  # absent in runs before 2026-12-07 #19: false
 
+    keys = ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule")
     mine, theirs = effective(ours), effective(source)
-    return [k for k, a, b in zip(("evidence_agreement", "evidence_max_new_tokens"), theirs, mine) if a != b]
+    return [k for k, a, b in zip(keys, theirs, mine) if a != b]
 
 
 def trained_otherwise(sft_dir: Path, ours: dict) -> list[str]:

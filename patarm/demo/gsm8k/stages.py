@@ -66,7 +66,7 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
     if not (folder / "manifest.json").is_file():
         started = time.time()
         pairs = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed, disclose, args.skill, evidence,
-                                      args.evidence_agreement)
+                                      args.agreement)
         margin = args.sft_min_margin if disclose else args.rule_sft_min_margin
         teacher = make_teacher(args.teacher, args.rubric_mode, args.teacher_numbers, args.teacher_issues_line)
         render = _renderer(args)
@@ -98,7 +98,7 @@ def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher:
     from patarm.prep.corpus import pointwise_corpus
 
     misses, made = gsm8k_data.near_miss_pairs(problems, args.sft_near_misses, args.seed + 3, disclose, args.skill,
-                                               evidence, args.evidence_agreement)
+                                               evidence, args.agreement)
     rows, judged = pointwise_corpus(misses, teacher, evaluate.judge_template(args.rubric_mode), margin, render=render)
     rows = [r for r in rows if r["side"] == "rejected"]
     manifest.extra["near_misses"] = {"made": len(misses), "rows": len(rows), "kinds": made.extra["kinds"],
@@ -143,9 +143,9 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
     if not (folder / "manifest.json").is_file():
         started = time.time()
         pool = gsm8k_data.make_pairs(problems, args.pairs_per_problem, args.seed + 1, disclose, args.skill, evidence,
-                                     args.evidence_agreement)
+                                     args.agreement)
         misses, miss_manifest = gsm8k_data.near_miss_pairs(problems, args.rl_near_misses, args.seed + 2, disclose,
-                                                            args.skill, evidence, args.evidence_agreement)
+                                                            args.skill, evidence, args.agreement)
         sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
                                GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=1.0,
                                                  batch_size=args.eval_batch_size),
