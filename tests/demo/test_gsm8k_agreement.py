@@ -107,7 +107,7 @@ def test_the_prompt_states_the_score_rule_the_agreement_enters():
                          (k, 4))
             assert score_of(e) == max(1, min(10, base + per_k * k - e.issues))
     # ... and names the lines in the teacher's order ([*FIELDS, "agreement", "issues"])
-    assert f"after {FIELDS[-1]}, agreement" in AGREEMENT_RULE and "then issues" in AGREEMENT_RULE
+    assert f"agreement :: k of n after {FIELDS[-1]}, then issues :: N" in AGREEMENT_RULE
 
     class Whole:  # a tokenizer that never needs to cut
         def apply_chat_template(self, messages, **_):
