@@ -121,6 +121,30 @@ def test_the_prompt_states_the_score_rule_the_agreement_enters():
     assert parse_args(["--evidence_agreement", "false"]).agreement is None
 
 
+def test_unanimous_problems_give_the_n_of_n_rows_no_pair_has():
+    """`unanimous_pairs`: problems whose candidates all give one final answer (28.00 = 28), in order, two of their
+    candidates placed for the teacher, whose judgment then states `agreement :: 4 of 4` and scores 2 + 2 x 4 —
+    what a (correct, incorrect) pair's sides never state."""
+    rows = [data.Problem("gsm8k-0001", QUESTION, "28", list("abcd"), PEERS, [True, False, True, False]),
+            data.Problem("gsm8k-0002", QUESTION, "28", list("abcd"), [RIGHT, RIGHT_TOO, RIGHT, RIGHT_TOO], [True] * 4),
+            data.Problem("gsm8k-0003", QUESTION, "28", list("abcd"), [WRONG_STEP] * 4, [False] * 4),
+            data.Problem("gsm8k-0004", QUESTION, "28", list("ab"), [RIGHT, RIGHT], [True] * 2)]
+    pairs, manifest = data.unanimous_pairs(rows, 2, seed=0, skill="gsm8k-judge-graded", agreement="rule")
+    assert [p.metadata["problem"] for p in pairs] == ["gsm8k-0002", "gsm8k-0003"]
+    assert (manifest.rows_in, manifest.rows_out, dict(manifest.dropped)) == (3, 2, {"not_unanimous": 1})
+    teacher = GradedTeacher("primary", "canonical", issues_line=True)
+    for p in pairs:
+        assert p.metadata["evidence"] and not p.metadata["disclose"] and p.metadata["score_rule"]
+        assert p.metadata["unanimous"] == "4 of 4" and p.metadata["peers"] and p.chosen in p.metadata["peers"]
+        text = teacher.judge(p.question, p.chosen, "28", False, p.metadata["peers"])
+        assert "agreement :: 4 of 4" in text and check(text)[0] == "consistent"
+    right = parse_judgment(teacher.judge(QUESTION, RIGHT, "28", False, pairs[0].metadata["peers"]))
+    assert right.score == 10  # no issues, all four agree
+    assert data.unanimous_pairs(rows, 5, seed=0, skill="s")[1].rows_out == 3
+    assert data.unanimous_pairs(rows, 2, seed=0, skill="s")[0][0].to_dict() == data.unanimous_pairs(
+        rows, 2, seed=0, skill="s")[0][0].to_dict()  # seeded
+
+
 def test_the_agreement_rule_picks_above_the_training_free_skill_on_the_real_pool(bench):
     """The teacher's agreement rule on the recipe's held-out problems (seed 0): best-of-4 above the training-free
     skill (answer agreement + calculator checks read out by its aggregation rules) and majority vote; every
@@ -154,7 +178,7 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run, "--data_dir",
             bench / "gsm8k", *TINY, "--arms", "evidence", "--bt_baseline", "false", "--vote_k", "0",
             "--sft_problems", "3", "--rl_problems", "2", "--sft_near_misses", "1", "--rl_near_misses", "1",
-            "--evidence_max_new_tokens", "72")
+            "--evidence_max_new_tokens", "72", "--sft_unanimous", "2")
     arm = run / "evidence"
     rows = read_jsonl(arm / "prep" / "pointwise" / "sft.jsonl")
     for row in rows:
@@ -164,6 +188,13 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     # the near miss is judged in the place of the solution it was made from: both sides of its pair among 4
     assert json.loads((arm / "prep" / "pointwise" / "manifest.json").read_text())["near_misses"]["rows"] == 1
     assert all(" of 4\n" in r["messages"][-1]["content"] for r in rows)
+    # two rows of problems whose four candidates agree (`sft_unanimous`): 4 of 4, kept out of the pairs file
+    manifest = json.loads((arm / "prep" / "pointwise" / "manifest.json").read_text())
+    assert manifest["unanimous"]["rows"] == 2 and manifest["sft_rows"] == len(rows)
+    assert sum("agreement :: 4 of 4" in r["messages"][-1]["content"] for r in rows) == 2
+    unanimous = {r["pair_id"] for r in rows if "agreement :: 4 of 4" in r["messages"][-1]["content"]}
+    assert not unanimous & {p["id"] for p in read_jsonl(arm / "prep" / "pointwise" / "pairs.jsonl")}
+    assert "(1 near misses, 2 unanimous)" in (run / "report.md").read_text()
     assert all(r["messages"][0]["content"].endswith(AGREEMENT_RULE) for r in rows)  # the default states its rule
     assert all(len(p["metadata"]["peers"]) == 4 for p in read_jsonl(arm / "prep" / "rl" / "pairs.jsonl"))
     assert json.loads((run / "report.json").read_text())["arms"]["evidence"]["stages"].keys() >= {"sft", "grpo"}

@@ -107,7 +107,7 @@ def test_the_sft_corpus_adds_the_teachers_near_miss_judgments_and_counts_them(tm
     assert f"{len(rows)} (3 near misses)" in (run_dir / "report.md").read_text()
 
 
-@pytest.mark.parametrize("flag", ["--rl_near_misses", "--sft_near_misses"])
+@pytest.mark.parametrize("flag", ["--rl_near_misses", "--sft_near_misses", "--sft_unanimous"])
 def test_near_miss_counts_must_not_be_negative(flag):
     from patarm.demo.gsm8k.recipe import parse_args
 

@@ -92,6 +92,10 @@ class GSM8KArguments(RunArguments):
         "help": "add this many near-miss SFT rows, one per SFT problem: the teacher's judgment of a correct solution "
                 "with its final answer made a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13) — `correct :: "
                 "fail`, `follows :: no`, both numbers stated (0: none; not yet measured: docs/gsm8k-skill.md)"})
+    sft_unanimous: int = field(default=0, metadata={
+        "help": "the evidence arm with evidence_agreement: add this many SFT rows, one per train problem whose "
+                "candidates all give one final answer, judged by the teacher (`agreement :: 4 of 4`): the pairs' "
+                "rows never state it (a pair's sides differ), and the judge scored it as 3 of 4 (0: none)"})
     rl_near_misses: int = field(default=0, metadata={
         "help": "add this many synthetic pairs to the RL pool, one per RL problem: a correct solution against the "
                 "same solution with its final answer a near miss (2400 → 240, 2 → 27, 2 → 2.5, 13 → -13), the "
@@ -150,7 +154,8 @@ class GSM8KArguments(RunArguments):
         check_positive(self, "heldout_problems", "sft_problems", "rl_problems", "pairs_per_problem", "rl_rollouts",
                        "max_prompt_tokens", "max_new_tokens", "eval_batch_size", "follows_no_repeat",
                        "evidence_max_new_tokens")
-        negative = [k for k in ("grpo_steps", "vote_k", "sft_near_misses", "rl_near_misses") if getattr(self, k) < 0]
+        counts = ("grpo_steps", "vote_k", "sft_near_misses", "rl_near_misses", "sft_unanimous")
+        negative = [k for k in counts if getattr(self, k) < 0]
         if negative:
             raise ValueError(f"{', '.join(negative)} must be >= 0, got "
                              f"{', '.join(str(getattr(self, k)) for k in negative)}")

@@ -174,6 +174,30 @@ def near_miss_pairs(problems: Sequence[Problem], count: int, seed: int, disclose
     return pairs, manifest
 
 
+def unanimous_pairs(problems: Sequence[Problem], count: int, seed: int, skill: str,
+                    agreement: Agreement = None) -> tuple[list[PreferencePair], Manifest]:
+    """Up to `count` problems, in order, whose candidates all give one final answer (`agreement` n of n: every
+    candidate correct, or all the same wrong answer), each as two of its candidates in a pair's places for the
+    teacher of the evidence arm. Not preferences (both sides give the same answer): the SFT corpus takes one side's
+    judgment, the only `agreement :: n of n` it sees — a (correct, incorrect) pair never has one, as its two sides
+    give different answers. The manifest counts the problems passed over (`not_unanimous`)."""
+    from patarm.skills.verifiers import shared_counts
+
+    rng, pairs, manifest = random.Random(seed), [], Manifest()
+    for p in problems:
+        if len(pairs) >= count:
+            break
+        manifest.rows_in += 1
+        if len(p.solutions) < 2 or min(shared_counts(p.solutions)) != len(p.solutions):
+            manifest.drop("not_unanimous", f"{p.id}: its candidates give more than one final answer")
+            continue
+        c, d = rng.sample(range(len(p.solutions)), 2)
+        pairs.append(_pair(p, c, p.solutions[d], f"{p.sources[d]}=", False, skill, True, agreement,
+                           unanimous=f"{len(p.solutions)} of {len(p.solutions)}"))
+        manifest.rows_out += 1
+    return pairs, manifest
+
+
 def _pair(p: Problem, c: int, rejected: str, rejected_source: str, disclose: bool, skill: str, evidence: bool,
           agreement: Agreement = None, **extra: str) -> PreferencePair:
     """Problem `p`'s solution `c` against `rejected`, with what the prompt builder and the teacher need (the

@@ -92,7 +92,8 @@ def run(args: GSM8KArguments) -> dict:
         reused = reuse_sft(args.reuse_sft, out, args.arms, asdict(args), argument_defaults())
     logger.info("%d problems (%s); held out %d, SFT pairs from %d problems, RL pool from %d", len(problems),
                 manifest.to_dict()["dropped"] or "none dropped", len(heldout), len(sft_set), len(rl_pool))
-    arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock) for arm in args.arms}
+    unanimous_pool = [p for p in train if not p.mixed]  # outside every pair: the evidence arm's `sft_unanimous`
+    arms = {arm: run_arm(args, arm, out / arm, sft_set, rl_pool, heldout, clock, unanimous_pool) for arm in args.arms}
     baselines = pool_baselines(heldout) | {"skill_no_reference": skill_selection(heldout)}
     report = {"command": "patarm quickstart --recipe gsm8k-skill", "arguments": asdict(args),
               "baselines": baselines, "arms": arms, "timings": clock.timings,
@@ -119,13 +120,14 @@ def _base_judge(args: GSM8KArguments) -> str:
     return args.model if parse_tiny_spec(args.model) is None else resolve_model(args.model, output_dir=args.run_dir)
 
 
-def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, clock: Clock) -> dict:
+def run_arm(args: GSM8KArguments, arm: str, d: Path, sft_set, rl_pool, heldout, clock: Clock,
+            unanimous_pool=()) -> dict:
     """One arm end to end in its run folder `d`; returns its evaluation summaries and prep counts."""
     disclose, evidence = DISCLOSES[arm]
     if evidence and args.evidence_agreement and args.evidence_max_new_tokens:
         args = replace(args, max_new_tokens=args.evidence_max_new_tokens)
     result: dict[str, Any] = {"stages": {}, "prep": {}}
-    result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock, evidence)
+    result["prep"]["sft"] = prep_sft_corpus(args, d, sft_set, disclose, clock, evidence, unanimous_pool)
     judged = {"base": _base_judge(args)}
     started = time.time()
     if not trained(d / "sft"):

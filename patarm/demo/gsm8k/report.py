@@ -152,8 +152,10 @@ def prep_table(report: dict) -> str:
         kept = rl["kept"] if not misses else f"{rl['kept']} ({misses['kept']} near misses)"
         sft = res["prep"]["sft"]
         rows = sft.get("sft_rows", "?")
-        if sft.get("near_misses"):
-            rows = f"{rows} ({sft['near_misses']['rows']} near misses)"
+        extra = [f"{sft[k]['rows']} {name}" for k, name in (("near_misses", "near misses"), ("unanimous", "unanimous"))
+                 if sft.get(k)]
+        if extra:
+            rows = f"{rows} ({', '.join(extra)})"
         lines.append(f"| {arm} | {rows} | {pool} | "
                      f"{kept} | {rl['dropped'] or '—'} | {steps} | {trend} | {scores} |")
     return "\n".join(lines)

@@ -70,17 +70,19 @@ def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
 
 def arm_differences(source: dict, ours: dict, arm: str) -> list[str]:
     """What else decides one arm's SFT corpus, judge and judgments: the evidence arm's agreement line (its prompts,
-    its teacher's lines), the judgment length it then gets (`evidence_max_new_tokens`, unused without it) and
-    whether its prompt states the score rule (`evidence_score_rule`, unused without it)."""
+    its teacher's lines), the judgment length it then gets (`evidence_max_new_tokens`, unused without it), whether
+    its prompt states the score rule (`evidence_score_rule`) and its unanimous SFT rows (`sft_unanimous`; both
+    unused without it)."""
     if arm != "evidence":
         return []
 
     def effective(args: dict) -> tuple:
         agree = bool(args.get("evidence_agreement"))
         return (agree, (args.get("evidence_max_new_tokens") if agree else None),
-                agree and bool(args.get("evidence_score_rule")))  # absent in runs before 2026-12-07 #19: false
+                agree and bool(args.get("evidence_score_rule")),  # absent in runs before 2026-12-07 #19: false
+                (args.get("sft_unanimous") or 0) if agree else 0)  # absent before 2026-12-07 #20: 0
 
-    keys = ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule")
+    keys = ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule", "sft_unanimous")
     mine, theirs = effective(ours), effective(source)
     return [k for k, a, b in zip(keys, theirs, mine) if a != b]
 

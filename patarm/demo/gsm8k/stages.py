@@ -57,8 +57,11 @@ def _renderer(args: Any):
                                                               args.max_prompt_tokens)[0]
 
 
-def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, evidence: bool = False) -> dict:
-    """The pointwise SFT corpus of the arm (the teacher named by `args.teacher`); returns its manifest."""
+def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, evidence: bool = False,
+                    unanimous_pool=()) -> dict:
+    """The pointwise SFT corpus of the arm (the teacher named by `args.teacher`); returns its manifest.
+    `unanimous_pool`: train problems outside the pairs' (no correct-incorrect pair) that `args.sft_unanimous` rows
+    of the evidence arm with agreement come from (`unanimous_rows`)."""
     from patarm.demo.gsm8k.teacher import make_teacher
     from patarm.prep.corpus import pointwise_corpus
 
@@ -82,6 +85,9 @@ def prep_sft_corpus(args: Any, d: Path, problems, disclose: bool, clock: Any, ev
                                            manifest)
             pairs, rows = pairs + misses, rows + extra
             manifest.extra["sft_rows"] = len(rows)
+        if args.sft_unanimous and evidence and args.agreement:
+            rows = rows + unanimous_rows(args, unanimous_pool, teacher, render, manifest)
+            manifest.extra["sft_rows"] = len(rows)
         kept = {r["pair_id"] for r in rows}
         write_step(folder, manifest, {"sft.jsonl": rows, "pairs.jsonl": [p.to_dict() for p in pairs if p.id in kept]})
         clock.done(f"{d.name}/prep-sft", started, f"{len(rows)} SFT rows from {len(pairs)} pairs")
@@ -104,6 +110,27 @@ def near_miss_rows(args: Any, problems, disclose: bool, evidence: bool, teacher:
     manifest.extra["near_misses"] = {"made": len(misses), "rows": len(rows), "kinds": made.extra["kinds"],
                                      "skipped": dict(made.dropped), "teacher_dropped": dict(judged.dropped)}
     return misses, rows
+
+
+def unanimous_rows(args: Any, problems, teacher: Any, render: Any, manifest: Any) -> list[dict]:
+    """`args.sft_unanimous` SFT rows of the evidence arm with agreement, one per problem of `problems` whose
+    candidates all give one final answer (`gsm8k_data.unanimous_pairs`): the teacher's judgment stating `agreement
+    :: 4 of 4`, which the pair corpus never has (a pair's sides give different answers) and the judge then scored as
+    3 of 4 — 28 of 400 held-out judgments inconsistent at the CPU default (docs/gsm8k-skill.md). Not pairs: they
+    stay out of pairs.jsonl (the BT baseline's data). Counted in `manifest.extra["unanimous"]`."""
+    from patarm.prep.corpus import pointwise_corpus
+
+    pairs, made = gsm8k_data.unanimous_pairs(problems, args.sft_unanimous, args.seed + 4, args.skill,
+                                             args.agreement)
+    rows, judged = pointwise_corpus(pairs, teacher, evaluate.judge_template(args.rubric_mode), -math.inf,
+                                    render=render)
+    rows = [r for r in rows if r["side"] == "chosen"]
+    manifest.extra["unanimous"] = {"asked": args.sft_unanimous, "rows": len(rows), "skipped": dict(made.dropped),
+                                   "teacher_dropped": dict(judged.dropped)}
+    if len(rows) < args.sft_unanimous:
+        logger.warning("sft_unanimous %d: only %d train problems outside the pairs have one final answer among their "
+                       "candidates (counted in the SFT manifest)", args.sft_unanimous, len(rows))
+    return rows
 
 
 def repeat_follows_no(rows: list[dict], times: int, manifest: Any) -> list[dict]:
