@@ -312,6 +312,14 @@ def test_consistency_command_reads_eval_records(tmp_path, capsys):
     assert main(["--each", str(tmp_path / "grpo.jsonl")]) == 0
     listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
     assert listed == ["  gsm8k-0007 [1] inconsistent: score 4 but the stated evidence gives 9"]
+    write_jsonl([{"problem": "gsm8k-0008", "texts": [good.replace("<score>9<", "<score>4<"),
+                                                      good.replace("<score>9<", "<score>4<"),
+                                                      good.replace("follows :: yes", "follows :: no"), good]}],
+                tmp_path / "sft.jsonl")
+    assert main(["--kinds", str(tmp_path / "sft.jsonl")]) == 0
+    listed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")]
+    assert listed == ["      2  inconsistent: score 4 but the stated evidence gives 9",
+                      "      1  inconsistent: follows :: no but last step …, final answer …"]
     assert main([]) == 2
     with pytest.raises(SystemExit) as exc:  # a missing file: one line, exit 2, no traceback
         main([str(tmp_path / "missing.jsonl")])

@@ -15,6 +15,7 @@ or a line the scale needs is missing or unreadable). The rate is consistent / al
 
     python -m patarm.demo.gsm8k.consistency runs/gsm8k-skill/reference/eval/*.jsonl   # per stage
     python -m patarm.demo.gsm8k.consistency --each runs/gsm8k-skill/reference/eval/grpo.jsonl   # each one that is not
+    python -m patarm.demo.gsm8k.consistency --kinds runs/gsm8k-skill/evidence/eval/*.jsonl   # how many of each kind
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from patarm.demo.gsm8k.evidence import AGREEMENT, FIELDS, ISSUES, NOT_MOUNTED, E
 
 _LINE = re.compile(r"^\s*(?:[-*]\s*)?([^:\n]+?)\s*::\s*(.*?)\s*$")
 _STEPS = re.compile(r"^(\d+) of (\d+)$")
+_QUOTED = re.compile(r"'[^']*'")
 BINARY_FIELDS = ("final answer", "reference answer", "correct")
 
 
@@ -168,6 +170,18 @@ def summarize(texts: Iterable[str], scale: str = "auto") -> dict:
             ("consistent", "inconsistent", "incomplete")}, "examples": examples}
 
 
+def kinds(texts: Iterable[str], scale: str = "auto") -> Counter:
+    """The judgments that are not consistent by kind: the reason with the numbers the judgment quotes masked
+    (`follows :: yes but last step …, final answer …`); a score and the one its evidence gives stay (they say
+    which rule was broken: `score 8 but the stated evidence gives 10`)."""
+    out: Counter = Counter()
+    for text in texts:
+        status, reason = check(text, scale)
+        if status != "consistent":
+            out[f"{status}: {_QUOTED.sub('…', reason)}"] += 1
+    return out
+
+
 def evidence_reward(completions: list, **kwargs) -> list[float]:
     """A GRPO reward beside PAR (`extra_rewards: ["patarm.demo.gsm8k.consistency:evidence_reward"]`): 0 for a
     judgment whose verdict, `follows` and score follow from the facts it states itself (`check`), −1 for one that
@@ -200,6 +214,8 @@ def main(argv: list[str]) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="*", help="eval/<stage>.jsonl records or SFT rows (JSONL)")
     ap.add_argument("--each", action="store_true", help="print every inconsistent or incomplete judgment")
+    ap.add_argument("--kinds", action="store_true", help="count the judgments that are not consistent by kind "
+                    "(the reason, the numbers it quotes masked), most frequent first")
     args = ap.parse_args(argv)
     if not args.files:
         print(__doc__.strip().splitlines()[-1].strip())
@@ -217,6 +233,9 @@ def main(argv: list[str]) -> int:
         s = summarize(t for _, _, t in items)
         print(f"{path}: {s['consistent']}/{s['judgments']} consistent ({s['consistent_rate']:.3f}), "
               f"{s['inconsistent']} inconsistent, {s['incomplete']} incomplete; e.g. {s['examples']}")
+        if args.kinds:
+            for kind, count in kinds(t for _, _, t in items).most_common():
+                print(f"  {count:5d}  {kind}")
         if args.each:
             for where, which, text in items:
                 status, reason = check(text)
