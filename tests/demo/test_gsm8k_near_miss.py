@@ -113,3 +113,13 @@ def test_near_miss_counts_must_not_be_negative(flag):
 
     with pytest.raises(ValueError, match=f"{flag[2:]} must be >= 0, got -1"):
         parse_args([flag, "-1"])
+
+
+def test_unanimous_rows_without_the_evidence_arms_agreement_are_an_error():
+    from patarm.demo.gsm8k.recipe import parse_args
+
+    with pytest.raises(ValueError, match="sft_unanimous 8 adds rows to the evidence arm"):
+        parse_args(["--sft_unanimous", "8", "--arms", "reference"])
+    with pytest.raises(ValueError, match="sft_unanimous 8 adds rows to the evidence arm"):
+        parse_args(["--sft_unanimous", "8", "--arms", "evidence", "--evidence_agreement", "false"])
+    assert parse_args(["--sft_unanimous", "8", "--arms", "reference", "evidence"]).sft_unanimous == 8

@@ -159,6 +159,10 @@ class GSM8KArguments(RunArguments):
         if negative:
             raise ValueError(f"{', '.join(negative)} must be >= 0, got "
                              f"{', '.join(str(getattr(self, k)) for k in negative)}")
+        if self.sft_unanimous and not ("evidence" in self.arms and self.evidence_agreement):
+            raise ValueError(f"sft_unanimous {self.sft_unanimous} adds rows to the evidence arm with "
+                             "evidence_agreement only: add evidence to --arms (with --evidence_agreement true), or "
+                             "leave sft_unanimous at 0")
         if self.grpo_epochs is not None and not self.grpo_epochs > 0:
             raise ValueError(f"grpo_epochs must be > 0 (or left unset: grpo_steps steps), got {self.grpo_epochs}")
         if self.sft_epochs is not None and not self.sft_epochs > 0:
