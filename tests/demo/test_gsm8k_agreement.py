@@ -178,7 +178,7 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     run_cli("quickstart", "--recipe", "gsm8k-skill", "--model", "tiny", "--run_dir", run, "--data_dir",
             bench / "gsm8k", *TINY, "--arms", "evidence", "--bt_baseline", "false", "--vote_k", "0",
             "--sft_problems", "3", "--rl_problems", "2", "--sft_near_misses", "1", "--rl_near_misses", "1",
-            "--evidence_max_new_tokens", "72", "--sft_unanimous", "2")
+            "--evidence_max_new_tokens", "72", "--sft_unanimous", "2", "--rl_temperature", "1.3")
     arm = run / "evidence"
     rows = read_jsonl(arm / "prep" / "pointwise" / "sft.jsonl")
     for row in rows:
@@ -197,6 +197,7 @@ def test_the_evidence_arm_carries_the_agreement_through_every_stage(tmp_path, be
     assert "(1 near misses, 2 unanimous)" in (run / "report.md").read_text()
     assert all(r["messages"][0]["content"].endswith(AGREEMENT_RULE) for r in rows)  # the default states its rule
     assert all(len(p["metadata"]["peers"]) == 4 for p in read_jsonl(arm / "prep" / "rl" / "pairs.jsonl"))
+    assert json.loads((arm / "prep" / "rl" / "manifest.json").read_text())["temperature"] == 1.3
     assert json.loads((run / "report.json").read_text())["arms"]["evidence"]["stages"].keys() >= {"sft", "grpo"}
     # the arm's own judgment budget (the agreement line is longer), in GRPO and in SFT's max_length (TINY: 256 + 64)
     grpo = json.loads((arm / "grpo" / "patarm_config.json").read_text())["training"]

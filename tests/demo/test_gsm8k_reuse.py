@@ -287,3 +287,23 @@ def test_the_evidence_arms_unanimous_rows_decide_its_reuse_alone(tmp_path):
     assert got["evidence"]["stages"] == [] and "sft_unanimous" in got["evidence"]["not_reused"]
     same = _reuse(root, tmp_path / "same", "--arms", "reference", "evidence", "--sft_unanimous", "0")
     assert same["evidence"]["stages"][:2] == ["prep/pointwise", "sft"]
+
+
+def test_the_rl_sets_rollout_temperature_is_the_grpo_configs_and_decides_its_reuse(tmp_path):
+    """The RL set's rollouts sample at the GRPO config's temperature unless `rl_temperature` says otherwise; a run
+    made before the argument (2026-12-07 #21) sampled at 1.0, its config's. Another temperature redoes the RL set
+    from the same SFT judge; the same temperature said either way reuses it."""
+    hot = tmp_path / "grpo-hot.yaml"
+    hot.write_text(yaml.safe_dump(yaml.safe_load(Path(parse_args([]).grpo_config).read_text()) | {"temperature": 1.5}))
+    assert parse_args([]).rollout_temperature == 1.0
+    assert parse_args(["--grpo_config", str(hot)]).rollout_temperature == 1.5
+    assert parse_args(["--grpo_config", str(hot), "--rl_temperature", "0.7"]).rollout_temperature == 0.7
+    with pytest.raises(ValueError, match="rl_temperature must be > 0"):
+        parse_args(["--rl_temperature", "0"])
+    root = tmp_path / "old"
+    _both_arms_run(root, [], ("rl_temperature",))
+    got = _reuse(root, tmp_path / "hot", "--arms", "reference", "--grpo_config", str(hot))["reference"]
+    assert got["stages"][:2] == ["prep/pointwise", "sft"] and got["rl_differs"] == ["rl_temperature"]
+    assert not (tmp_path / "hot" / "reference" / "prep" / "rl").exists()
+    same = _reuse(root, tmp_path / "same", "--arms", "reference", "--grpo_config", str(hot), "--rl_temperature", "1")
+    assert "prep/rl" in same["reference"]["stages"] and "rl_differs" not in same["reference"]

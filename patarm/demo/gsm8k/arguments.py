@@ -82,6 +82,10 @@ class GSM8KArguments(RunArguments):
         },
     )
     rl_rollouts: int = field(default=4, metadata={"help": "rejection sampling: judge rollouts per response (n)"})
+    rl_temperature: float | None = field(default=None, metadata={
+        "help": "rejection sampling: the rollouts' sampling temperature; unset: the GRPO stage config's `temperature` "
+                "(TRL's 1.0 where it sets none), so the band is read from the rollouts GRPO will draw (until "
+                "2026-12-07 #21 always 1.0)"})
     rl_keep: list[float] = field(default_factory=lambda: [0.125, 0.75], metadata={
         "help": "rejection sampling: keep pairs whose share of right rollouts lies in [low, high]"})
     rl_keep_rewards: list[str] = field(default_factory=list, metadata={
@@ -185,6 +189,9 @@ class GSM8KArguments(RunArguments):
         unknown = set(self.arms) - set(ARMS)
         if unknown or not self.arms:
             raise ValueError(f"arms: choose from {list(ARMS)}, got {self.arms}")
+        if self.rl_temperature is not None and not self.rl_temperature > 0:
+            raise ValueError(f"rl_temperature must be > 0 (or left unset: the GRPO config's temperature), got "
+                             f"{self.rl_temperature}")
         if len(self.rl_keep) != 2 or not 0 <= self.rl_keep[0] <= self.rl_keep[1] <= 1:
             raise ValueError(f"rl_keep must be [low, high] with 0 <= low <= high <= 1, got {self.rl_keep}")
         if self.rl_keep_rewards:  # a bad entry fails here, not after the SFT stage that precedes the RL set
@@ -193,12 +200,29 @@ class GSM8KArguments(RunArguments):
             extra_reward_funcs(self.rl_keep_rewards, "rl_keep_rewards")
 
     @property
+    def rollout_temperature(self) -> float:
+        """The rejection-sampling rollouts' temperature: `rl_temperature`, else the GRPO config's (1.0 unset)."""
+        return rollout_temperature(self.rl_temperature, self.grpo_config)
+
+    @property
     def agreement(self) -> str | None:
         """How the evidence arm discloses the answer agreement: None (not at all), `facts` (the verifier's evidence)
         or `rule` (also the score rule it enters, `evidence_score_rule`)."""
         if not self.evidence_agreement:
             return None
         return "rule" if self.evidence_score_rule else "facts"
+
+
+def rollout_temperature(rl_temperature: float | None, grpo_config: str | None) -> float:
+    """`rl_temperature` where set, else the `temperature` the GRPO stage config `grpo_config` samples at (TRL's
+    default 1.0 where the file sets none or is not there)."""
+    if rl_temperature is not None:
+        return float(rl_temperature)
+    import yaml
+
+    path = Path(grpo_config) if grpo_config else None
+    settings = (yaml.safe_load(path.read_text()) or {}) if path and path.is_file() else {}
+    return float(settings.get("temperature", 1.0))
 
 
 def argument_defaults() -> dict[str, Any]:

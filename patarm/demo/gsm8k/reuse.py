@@ -22,6 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from patarm.demo.gsm8k.arguments import rollout_temperature
 from patarm.demo.kit import step_done, trained
 from patarm.io import read_json
 
@@ -32,8 +33,8 @@ SFT_KEYS = ("data_dir", "model", "teacher", "teacher_numbers", "teacher_issues_l
             "sft_near_misses",
             "sft_min_margin", "rule_sft_min_margin", "max_prompt_tokens", "max_new_tokens", "sft_config", "seed",
             "split_seed")
-RL_KEYS = ("rl_problems", "rl_rollouts", "rl_keep", "rl_keep_rewards", "rl_near_misses", "eval_dtype",
-           "eval_batch_size", "judge_device")
+RL_KEYS = ("rl_problems", "rl_rollouts", "rl_temperature", "rl_keep", "rl_keep_rewards", "rl_near_misses",
+           "eval_dtype", "eval_batch_size", "judge_device")
 EVAL_KEYS = ("eval_dtype", "eval_batch_size", "judge_device", "verdict_probability")
 # what decides the base judge's greedy judgments (the model, the held-out problems, the prompt, the length)
 BASE_KEYS = ("data_dir", "model", "skill", "rubric_mode", "heldout_problems", "max_prompt_tokens", "max_new_tokens",
@@ -53,10 +54,12 @@ NEUTRAL_CONFIG_KEYS = ("save_strategy", "save_steps", "save_total_limit", "loggi
 
 def _value(args: dict, key: str) -> Any:
     """A recipe argument as compared: a stage config by its settings when the file exists (paths differ by
-    checkout), less comments and `NEUTRAL_CONFIG_KEYS`."""
+    checkout), less comments and `NEUTRAL_CONFIG_KEYS`; `rl_temperature` as the temperature it samples at."""
     import yaml
 
     value = args.get(key)
+    if key == "rl_temperature":  # as sampled: unset is the GRPO config's (before the argument: theirs, all 1.0)
+        return rollout_temperature(value, args.get("grpo_config"))
     if key in CONFIG_KEYS and value and Path(value).is_file():
         settings = yaml.safe_load(Path(value).read_text()) or {}
         return {k: v for k, v in settings.items() if k not in NEUTRAL_CONFIG_KEYS}
