@@ -167,8 +167,8 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
         if not rl_diff and step_done(src / "prep" / "rl"):
             _link(src / "prep" / "rl", dst / "prep" / "rl")
         elif copied := _copy_cache(src / "prep" / "rl" / "cache.sqlite", dst / "prep" / "rl" / "cache.sqlite"):
-            logger.info("%s: the RL set is redone from %s's rollout cache (its pairs' rollouts are not sampled again)",
-                        arm, source_dir)
+            logger.info("%s: the RL set is redone with %s's rollout cache (a rollout it has — the same judge, prompt "
+                        "and sampling — is not drawn again)", arm, source_dir)
         stages = [n for n in ("prep/pointwise", "sft", "prep/rl") if (dst / n).is_symlink()]
         stages += ["prep/rl/cache.sqlite"] if copied else []
         if not differences(source, ours, EVAL_KEYS):
