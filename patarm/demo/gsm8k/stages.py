@@ -173,16 +173,16 @@ def rl_stage(args: Any, d: Path, problems, disclose: bool, judge: str, clock: An
                                      args.agreement)
         misses, miss_manifest = gsm8k_data.near_miss_pairs(problems, args.rl_near_misses, args.seed + 2, disclose,
                                                             args.skill, evidence, args.agreement)
+        temperature = args.rollout_temperature  # reads the GRPO config: once
         sampler = make_backend(evaluate.backend_spec(judge, args.eval_dtype, args.judge_device),
-                               GenerationOptions(max_new_tokens=args.max_new_tokens,
-                                                 temperature=args.rollout_temperature,
+                               GenerationOptions(max_new_tokens=args.max_new_tokens, temperature=temperature,
                                                  batch_size=args.eval_batch_size),
                                cache=folder / "cache.sqlite", name=f"{d.name} RL rollouts")
         kept, manifest = rl_set(pool + misses, sampler, evaluate.judge_template(args.rubric_mode), n=args.rl_rollouts,
                                 low=args.rl_keep[0], high=args.rl_keep[1], seed=args.seed, render=_renderer(args),
                                 keep_rewards=extra_reward_funcs(args.rl_keep_rewards, "rl_keep_rewards"))
         sampler.cache.close()
-        manifest.extra["temperature"] = args.rollout_temperature
+        manifest.extra["temperature"] = temperature
         if args.rl_near_misses:
             manifest.extra["near_misses"] = {"made": len(misses), "kept": sum("near_miss" in p.metadata for p in kept),
                                              "kinds": miss_manifest.extra["kinds"],
