@@ -140,16 +140,21 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     dev_checks = read_dev_checks(out / "sft")
     clock.done("SFT judge", note=f"{_brief(stages['sft'])}; {_dev_brief(dev_checks)}")
 
-    sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=48, temperature=1.0, batch_size=128),
+    # the RL set's rollouts sample as GRPO will (its config's temperature and completion length), so the band picks
+    # pairs whose rollouts disagree under the distribution GRPO-PAR trains on
+    grpo_args = stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed, "--max_steps", sizes.grpo_steps)
+    rollout = grpo_args[1]
+    sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=rollout.max_completion_length,
+                                                               temperature=rollout.temperature, batch_size=128),
                            progress=False)
     kept, rl_manifest = rl_set(rl_pool, sampler, TEMPLATE, n=8, low=sizes.rl_keep[0], high=sizes.rl_keep[1], seed=seed)
+    rl_manifest.extra["temperature"] = rollout.temperature
     write_step(out / "prep" / "rl", rl_manifest, {"pairs.jsonl": kept})
     clock.done("RL set", note=f"kept {len(kept)} of {len(rl_pool)} pairs ({dict(rl_manifest.dropped)})")
 
     grpo_skipped = None
     if kept:
-        train_stage("grpo", stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed,
-                                       "--max_steps", sizes.grpo_steps))
+        train_stage("grpo", grpo_args)
         stages["grpo"] = _evaluate(out / "grpo", heldout, greedy)
         clock.done("GRPO judge", note=_brief(stages["grpo"]))
     else:  # every pool pair outside the band: PAR has no pair whose rollouts disagree, GRPO nothing to learn from

@@ -103,15 +103,25 @@ def test_quickstart_with_an_empty_rl_set_skips_grpo(tmp_path, monkeypatch):
     """A judge that gets every pool pair right in every rollout leaves rejection sampling nothing (measured: a
     3-cycle SFT judge kept 0 of 400): GRPO is skipped and said so, the SFT judge is exported, the run finishes."""
     monkeypatch.chdir(ROOT)
+    import shutil
+
+    from patarm.demo import quickstart
     from patarm.demo.quickstart import Sizes, run
 
-    run(tmp_path, replace(Sizes.small(), rl_keep=(0.5, 1.0)))  # the small judge's correct rate is 0: none kept
-    saved = json.loads((tmp_path / "report.json").read_text())
+    # the RL set's rollouts sample as the GRPO stage config does (here a copy at temperature 0.7), not at a fixed 1.0
+    configs = Path(shutil.copytree(quickstart.CONFIG_DIR, tmp_path / "configs"))
+    hot = (configs / "grpo.yaml").read_text().replace("temperature: 1.0", "temperature: 0.7")
+    (configs / "grpo.yaml").write_text(hot)
+    monkeypatch.setattr(quickstart, "CONFIG_DIR", configs)
+    run_dir = tmp_path / "run"
+    run(run_dir, replace(Sizes.small(), rl_keep=(0.5, 1.0)))  # the small judge's correct rate is 0: none kept
+    assert json.loads((run_dir / "prep" / "rl" / "manifest.json").read_text())["temperature"] == 0.7
+    saved = json.loads((run_dir / "report.json").read_text())
     assert "the RL set is empty (0 of 16" in saved["grpo_skipped"] and saved["grpo_curve"] == []
     assert saved["stages"]["grpo"] == saved["stages"]["sft"] and saved["grpo_trend"] is None
-    assert "GRPO skipped: the RL set is empty" in (tmp_path / "report.md").read_text()
-    assert not (tmp_path / "grpo").exists() and not (tmp_path / "grpo_curve.png").exists()
-    assert (tmp_path / "export" / "model.safetensors").is_file()
+    assert "GRPO skipped: the RL set is empty" in (run_dir / "report.md").read_text()
+    assert not (run_dir / "grpo").exists() and not (run_dir / "grpo_curve.png").exists()
+    assert (run_dir / "export" / "model.safetensors").is_file()
 
 
 @pytest.mark.slow
