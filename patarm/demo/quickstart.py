@@ -143,7 +143,7 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     # the RL set's rollouts sample as GRPO will (its config's temperature and completion length), so the band picks
     # pairs whose rollouts disagree under the distribution GRPO-PAR trains on
     grpo_args = stage_args("grpo", CONFIG_DIR / "grpo.yaml", out, "--seed", seed, "--max_steps", sizes.grpo_steps)
-    rollout = grpo_args[1]
+    _, rollout, _ = grpo_args
     sampler = make_backend(str(out / "sft"), GenerationOptions(max_new_tokens=rollout.max_completion_length,
                                                                temperature=rollout.temperature, batch_size=128),
                            progress=False)

@@ -109,7 +109,7 @@ def test_quickstart_with_an_empty_rl_set_skips_grpo(tmp_path, monkeypatch):
     from patarm.demo.quickstart import Sizes, run
 
     # the RL set's rollouts sample as the GRPO stage config does (here a copy at temperature 0.7), not at a fixed 1.0
-    configs = Path(shutil.copytree(quickstart.CONFIG_DIR, tmp_path / "configs"))
+    configs = shutil.copytree(quickstart.CONFIG_DIR, tmp_path / "configs")
     hot = (configs / "grpo.yaml").read_text().replace("temperature: 1.0", "temperature: 0.7")
     (configs / "grpo.yaml").write_text(hot)
     monkeypatch.setattr(quickstart, "CONFIG_DIR", configs)
