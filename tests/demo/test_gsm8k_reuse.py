@@ -279,12 +279,14 @@ def test_the_evidence_arms_score_rule_decides_its_reuse_alone(tmp_path):
 
 def test_the_evidence_arms_unanimous_rows_decide_its_reuse_alone(tmp_path):
     """A run made before `sft_unanimous` (2026-12-07 #20) counts as 0 of them: asking for some redoes the evidence
-    arm only; the reference arm, which has no agreement line, ignores them."""
+    arm's SFT judge only (its base judge's judgments, which no SFT row decides, are copied); the reference arm,
+    which has no agreement line, ignores them."""
     root = tmp_path / "old"
     _both_arms_run(root, [], ("sft_unanimous",))
     got = _reuse(root, tmp_path / "new", "--arms", "reference", "evidence", "--sft_unanimous", "8")
     assert got["reference"]["stages"][:2] == ["prep/pointwise", "sft"]
-    assert got["evidence"]["stages"] == [] and "sft_unanimous" in got["evidence"]["not_reused"]
+    assert got["evidence"]["stages"] == ["eval/base.jsonl"] and "sft_unanimous" in got["evidence"]["not_reused"]
+    assert not (tmp_path / "new" / "evidence" / "sft").exists()
     same = _reuse(root, tmp_path / "same", "--arms", "reference", "evidence", "--sft_unanimous", "0")
     assert same["evidence"]["stages"][:2] == ["prep/pointwise", "sft"]
 

@@ -71,11 +71,12 @@ def differences(source: dict, ours: dict, keys: tuple[str, ...]) -> list[str]:
     return [k for k in keys if _value(source, k) != _value(ours, k)]
 
 
-def arm_differences(source: dict, ours: dict, arm: str) -> list[str]:
+def arm_differences(source: dict, ours: dict, arm: str, base: bool = False) -> list[str]:
     """What else decides one arm's SFT corpus, judge and judgments: the evidence arm's agreement line (its prompts,
     its teacher's lines), the judgment length it then gets (`evidence_max_new_tokens`, unused without it), whether
     its prompt states the score rule (`evidence_score_rule`) and its unanimous SFT rows (`sft_unanimous`; both
-    unused without it)."""
+    unused without it). `base`: only what decides the base judge's judgments (its prompts and length; the SFT rows
+    do not)."""
     if arm != "evidence":
         return []
 
@@ -87,7 +88,7 @@ def arm_differences(source: dict, ours: dict, arm: str) -> list[str]:
 
     keys = ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule", "sft_unanimous")
     mine, theirs = effective(ours), effective(source)
-    return [k for k, a, b in zip(keys, theirs, mine) if a != b]
+    return [k for k, a, b in zip(keys, theirs, mine) if a != b and not (base and k == "sft_unanimous")]
 
 
 def trained_otherwise(sft_dir: Path, ours: dict) -> list[str]:
@@ -155,7 +156,7 @@ def reuse_sft(source_dir: str | Path, run_dir: str | Path, arms: list[str], ours
                    else "no finished SFT stage of this arm there" if not done
                    else f"its SFT judge was trained otherwise: {otherwise}")
             # the base judge's judgments do not depend on SFT: copied where what decides them is the same
-            base_diff = differences(source, ours, BASE_KEYS + EVAL_KEYS) + arm_differences(source, ours, arm)
+            base_diff = differences(source, ours, BASE_KEYS + EVAL_KEYS) + arm_differences(source, ours, arm, base=True)
             base = [] if base_diff else _copy_evals(src, dst, ("base.*",))
             logger.info("%s: the SFT judge is not reused from %s (%s)%s", arm, source_dir, why,
                         f"; reused: {', '.join(base)}" if base else "")
