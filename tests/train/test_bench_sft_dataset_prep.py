@@ -14,7 +14,9 @@ from bench.sft_dataset_prep import main  # noqa: E402
 @pytest.mark.parametrize("argv, message", [
     (["--run_dir", "{tmp}/none"], "has no prep/pointwise/sft.jsonl"),
     (["--run_dir", "{tmp}/run"], "has no base/ model; pass --model"),
-    (["--run_dir", "{tmp}/run", "--procs", "1"], "give --procs >= 2"),
+    (["--run_dir", "{tmp}/run", "--settings", "trl:2"], "give two settings or more"),
+    (["--run_dir", "{tmp}/run", "--settings", "trl:2", "fast:2"], "give PREPARATION:PROCESSES"),
+    (["--run_dir", "{tmp}/run", "--settings", "trl:2", "batched:0"], "give PREPARATION:PROCESSES"),
 ])
 def test_bad_input_is_one_paragraph_and_exit_2(tmp_path, monkeypatch, capsys, argv, message):
     (tmp_path / "run" / "prep" / "pointwise").mkdir(parents=True)
