@@ -44,6 +44,7 @@ def pretokenize(rows: list[dict], tokenizer: Any, args: SFTConfig, loss_format: 
     template = trl_chat_template(tokenizer, args)
     kwargs = {"chat_template": template, "enable_thinking": enable_thinking}
     split = loss_format == "prompt-completion"
+    warned: list[bool] = []
 
     def tokenize(batch: dict, indices: list[int]) -> dict:
         conversations = batch["messages"]
@@ -63,9 +64,11 @@ def pretokenize(rows: list[dict], tokenizer: Any, args: SFTConfig, loss_format: 
                                                     add_generation_prompt=True, **kwargs)["input_ids"]
             for row_masks, prompt, ids in zip(masks, prompts, full["input_ids"]):
                 start = common_prefix_length(prompt, ids)
-                if start < len(prompt):
-                    logger.warning("a tokenized prompt is not a prefix of its prompt + completion: the completion "
-                                   "starts where they diverge (as in TRL)")
+                if start < len(prompt) and not warned:
+                    warned.append(True)  # once a process, as TRL warns once
+                    logger.warning("a tokenized prompt is not a prefix of its prompt + completion (the chat template "
+                                   "renders the prompt alone otherwise, or tokens merge across the boundary): the "
+                                   "completion starts where they diverge, as in TRL; likely so in every row")
                 if args.completion_only_loss:
                     row_masks.append([0] * start + [1] * (len(ids) - start))
         labels = [[token if all(bits) else -100 for token, *bits in zip(ids, *row_masks)]
