@@ -126,9 +126,10 @@ def run(out: Path, sizes: Sizes, seed: int = 0) -> dict:
     clock.done("base judge", note=f"a random-init Qwen3 of {sum(p.numel() for p in model.parameters()) / 1e6:.2f}M "
                                   f"parameters; {_brief(stages['base'])}")
 
-    # TRL tokenizes the corpus before the first step, one row at a time: the default's 48,000 rows take ~50 s in
-    # one process, ~28 s in two (the same tokens); a pool (datasets starts one for any num_proc, 1 too) costs ~1.5 s,
-    # so a process is worth it per 8,000 rows (small corpora stay in this one), up to one per core
+    # The corpus is tokenized before the first step (in batches, patarm.train.sft_tokenize; TRL's row-at-a-time
+    # preparation took ~50 s in one process, ~28 s in two, and the batches save another ~16 s of a one-step run in
+    # two: bench/sft_dataset_prep.py); a pool (datasets starts one for any num_proc, 1 too) costs ~1.5 s, so a
+    # process is worth it per 8,000 rows (small corpora stay in this one), up to one per core
     procs = min(len(os.sched_getaffinity(0)), len(rows) // 8000)
     train_stage("sft", stage_args("sft", CONFIG_DIR / "sft.yaml", out, "--model_name_or_path", out / "base",
                                   "--seed", seed, "--dev_pairs", out / "prep" / "dev" / "pairs.jsonl",
