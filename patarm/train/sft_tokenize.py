@@ -73,7 +73,7 @@ def pretokenize(rows: list[dict], tokenizer: Any, args: SFTConfig, loss_format: 
                     row_masks.append([0] * start + [1] * (len(ids) - start))
         labels = [[token if all(bits) else -100 for token, *bits in zip(ids, *row_masks)]
                   for ids, row_masks in zip(full["input_ids"], masks)]
-        return {"input_ids": [list(ids) for ids in full["input_ids"]], "labels": labels}
+        return {"input_ids": full["input_ids"], "labels": labels}
 
     dataset = Dataset.from_list([{"messages": r["messages"]} for r in rows])
     procs = args.dataset_num_proc if args.dataset_num_proc and len(rows) > BATCH_ROWS else None

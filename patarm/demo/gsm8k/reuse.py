@@ -87,8 +87,9 @@ def arm_differences(source: dict, ours: dict, arm: str, base: bool = False) -> l
                 (args.get("sft_unanimous") or 0) if agree else 0)  # absent before 2026-12-07 #20: 0
 
     keys = ("evidence_agreement", "evidence_max_new_tokens", "evidence_score_rule", "sft_unanimous")
+    deciding = keys[:3] if base else keys  # the base judge's prompts and length; SFT rows decide only SFT onwards
     mine, theirs = effective(ours), effective(source)
-    return [k for k, a, b in zip(keys, theirs, mine) if a != b and not (base and k == "sft_unanimous")]
+    return [k for k, a, b in zip(keys, theirs, mine) if a != b and k in deciding]
 
 
 def trained_otherwise(sft_dir: Path, ours: dict) -> list[str]:
