@@ -77,18 +77,20 @@ def alpaca_instructions(path: str | Path, manifest: Manifest) -> list[str]:
     try:
         rows = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as err:
-        raise DataError(f"{path}: cannot read the Alpaca file ({err}); expected a JSON list of "
-                        "{instruction, input, output}, e.g. ../shared/benchmarks/alpaca/alpaca_5000.json") from None
+        raise DataError(str(path), None, None, "unreadable",
+                        f"cannot read the Alpaca file ({err}); expected a JSON list of {{instruction, input, output}}, "
+                        "e.g. ../shared/benchmarks/alpaca/alpaca_5000.json (--alpaca_file)") from None
     if not isinstance(rows, list):
-        raise DataError(f"{path}: expected a JSON list of {{instruction, input, output}} rows")
+        raise DataError(str(path), None, None, "not_a_list",
+                        f"expected a JSON list of {{instruction, input, output}} rows, got a {type(rows).__name__}")
     seen: set[str] = set()
     out = []
     for i, row in enumerate(rows):
         manifest.rows_in += 1
         if not isinstance(row, dict) or not isinstance(row.get("instruction"), str):
             fields = sorted(row) if isinstance(row, dict) else type(row).__name__
-            raise DataError(f"{path}: row {i} has no 'instruction' text (fields: {fields}); expected "
-                            "{instruction, input, output} rows")
+            raise DataError(str(path), i, "instruction", "missing_instruction",
+                            f"no 'instruction' text (fields: {fields}); expected {{instruction, input, output}} rows")
         text = row["instruction"].strip()
         if row.get("input"):
             manifest.drop("has_input", f"row {i}")
@@ -106,7 +108,11 @@ def test_prompts(path: str | Path) -> list[str]:
     """The official IFEval prompt texts (input_data.jsonl), normalised."""
     rows = read_jsonl(path)
     if not rows or any(not isinstance(r, dict) or "prompt" not in r for r in rows):
-        raise DataError(f"{path}: not IFEval's input_data.jsonl (every line needs 'prompt')")
+        bad = next((i for i, r in enumerate(rows) if not isinstance(r, dict) or "prompt" not in r), None)
+        raise DataError(str(path), None, "prompt", "not_ifeval_input",
+                        "not IFEval's input_data.jsonl: " + ("the file has no rows" if bad is None else
+                                                            f"line {bad + 1} has no 'prompt'")
+                        + "; pass the official file (--ifeval_file, e.g. ../shared/benchmarks/ifeval/input_data.jsonl)")
     return [_norm(r["prompt"]) for r in rows]
 
 
@@ -228,6 +234,7 @@ def build_prompts(alpaca_file: str | Path, ifeval_file: str | Path, settings: Pr
                                     "max_constraints": settings.max_constraints, "dev_share": settings.dev_share,
                                     "exclude_ids": list(settings.exclude_ids)})
     if not train or not dev:
-        raise DataError(f"{alpaca_file}: {len(train)} train and {len(dev)} dev prompts ({manifest.to_dict()['dropped']}"
-                        " dropped): give more instructions or another dev_share")
+        raise DataError(str(alpaca_file), None, None, "too_few_prompts",
+                        f"{len(train)} train and {len(dev)} dev prompts ({manifest.to_dict()['dropped']} dropped): "
+                        "give more instructions or another dev_share")
     return train, dev, manifest
