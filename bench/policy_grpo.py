@@ -2,7 +2,8 @@
 on SmolLM2-135M-Instruct with the recipe's policy config (`ifeval-policy-grpo.yaml`: 4 prompts × G = 4 rollouts of
 at most 256 tokens) and the rule reward, on the recipe's own RL prompts (built from the shared Alpaca + IFEval data).
 
-    flock /tmp/patarm-cpu.lock python bench/policy_grpo.py [--steps 3] [--modes fp32 bf16 bf16-once bf16-once-sdpa]
+    flock /tmp/patarm-cpu.lock python bench/policy_grpo.py [--steps 3] [--modes fp32 bf16 bf16-once bf16-once-compact
+                                                                       bf16-fast]
 
 Modes, each from the same start, prompts and seed:
 - `fp32`: fp32 weights, no autocast;
@@ -10,12 +11,16 @@ Modes, each from the same start, prompts and seed:
   weights are cast again for every decoded token);
 - `bf16-once`: the same, the rollouts generated inside one autocast region (`patarm.train.grpo.RolloutAutocastMixin`:
   each weight cast once per generation batch);
-- `bf16-once-sdpa`: that plus the project's CPU decode attention (`install_cpu_decode_attention`, process-wide, so
-  it runs last).
+- `bf16-once-compact`: `bf16-once` with TRL's fused LM head projecting only the completion tokens on the CPU too
+  (`patarm.train.speed.compact_lm_head`; TRL projects every position, the prompt's and the padding's, off Triton);
+- `bf16-once-sdpa`: `bf16-once` plus the project's CPU decode attention (`install_cpu_decode_attention`,
+  process-wide, so it runs last);
+- `bf16-fast`: the recipe's policy trainer (`patarm.train.grpo.GRPOSpeedMixin`): the compact head, the decode
+  attention, each prompt's G rollouts scored in one packed sequence and decoded from one prefill (process-wide: last).
 Per mode: the median step time, the share spent generating, and the trained reward per step (the rollouts differ
 by precision, so only the timing is compared). The first step is a warm-up, left out of the medians.
-Last lines: `<mode>_step_s=` and `speedup_<mode>=` (fp32 step time / the mode's). Identical rewards and lengths
-in two modes mean the precision did not switch: the timing then compares nothing.
+Last lines: `<mode>_step_s=` and `speedup_<mode>=` (the first mode's step time / the mode's). Identical rewards
+and lengths in two precisions mean the precision did not switch: the timing then compares nothing.
 """
 
 from __future__ import annotations
@@ -62,12 +67,14 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
     from patarm.demo.downstream.rewards import RuleReward
     from patarm.demo.downstream.train import grpo_config
     from patarm.models import load_causal_lm
-    from patarm.train.grpo import RolloutAutocastMixin
+    from patarm.train.grpo import GRPOSpeedMixin, RolloutAutocastMixin
+    from patarm.train.speed import compact_lm_head
 
     if mode.endswith("sdpa"):
         from patarm.models.attention import install_cpu_decode_attention
 
         install_cpu_decode_attention()
+    compact_lm_head(mode == "bf16-once-compact")
     args.grpo_steps = steps
     # the precision given while the config is built, so TrainingArguments' __post_init__ sees it (setting the
     # attribute afterwards did not switch it: the first run's fp32 and bf16 rollouts came out token for token the same)
@@ -75,7 +82,8 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
                                                  "--disable_tqdm", "true"])
     if config.mixed_precision != ("no" if mode == "fp32" else "bf16"):
         sys.exit(f"{mode}: the config's mixed_precision is {config.mixed_precision!r}")
-    cls = type("Policy", (RolloutAutocastMixin, GRPOTrainer), {}) if "once" in mode else GRPOTrainer
+    mixin = GRPOSpeedMixin if mode == "bf16-fast" else RolloutAutocastMixin if "once" in mode else None
+    cls = type("Policy", (mixin, GRPOTrainer), {}) if mixin else GRPOTrainer
     model, tokenizer = load_causal_lm(args.policy_model)
     timer = StepTimer()
     trainer = cls(model=model, reward_funcs=[RuleReward()], args=config, train_dataset=Dataset.from_list(rows),
@@ -103,14 +111,16 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per mode (the first is a warm-up)")
-    parser.add_argument("--modes", nargs="+", default=["fp32", "bf16", "bf16-once", "bf16-once-sdpa"],
-                        choices=["fp32", "bf16", "bf16-once", "bf16-once-sdpa"])
+    modes = ["fp32", "bf16", "bf16-once", "bf16-once-compact", "bf16-once-sdpa", "bf16-fast"]
+    parser.add_argument("--modes", nargs="+", default=["fp32", "bf16-once", "bf16-fast"], choices=modes)
     parser.add_argument("--threads", type=int, default=2)
     ns = parser.parse_args()
     if not (DATA / "ifeval" / "input_data.jsonl").is_file():
         sys.exit(f"needs the shared benchmark data in {DATA} (Alpaca + IFEval)")
-    if "bf16-once-sdpa" in ns.modes and ns.modes[-1] != "bf16-once-sdpa":
-        sys.exit("bf16-once-sdpa installs a process-wide attention path: give it last")
+    last = [m for m in ns.modes if m in ("bf16-once-sdpa", "bf16-fast")]
+    if len(last) > 1 or (last and ns.modes[-1] != last[0]):
+        sys.exit(f"{last[0]} installs a process-wide attention path: give it last, and only one of bf16-once-sdpa / "
+                 "bf16-fast")
     torch.set_num_threads(ns.threads)
     from patarm.train.common import cpu_bf16
 
@@ -128,10 +138,10 @@ def main() -> None:
                   f"reward {r['rewards']}, mean completion tokens {r['lengths']}", flush=True)
     for mode, r in results.items():
         print(f"{mode}_step_s={r['step_s']:.1f}")
-    if "fp32" in results:
-        for mode, r in results.items():
-            if mode != "fp32":
-                print(f"speedup_{mode}={results['fp32']['step_s'] / r['step_s']:.2f}")
+    base = ns.modes[0]
+    for mode, r in results.items():
+        if mode != base:
+            print(f"speedup_{mode}={results[base]['step_s'] / r['step_s']:.2f}")
 
 
 if __name__ == "__main__":

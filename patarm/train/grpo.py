@@ -84,10 +84,10 @@ class GRPODataArguments(RunArguments):
 
 
 @dataclass
-class PaTaRMGRPOConfig(GRPOConfig):
+class SpeedGRPOConfig(GRPOConfig):
     """TRL's GRPOConfig; every TRL option (loss_type, beta, num_generations, use_vllm, ...) passes through, plus
-    the speed switches of `patarm.train.speed` (default: on where bench/mfu.py measured that they pay). A batch that
-    would split a pair's rollouts across reward calls is refused here, before any model loads."""
+    the speed switches of `patarm.train.speed` that `GRPOSpeedMixin` reads (default: on where bench/mfu.py and
+    bench/policy_grpo.py measured that they pay). None of them changes what is computed."""
 
     shared_prefix_loss: bool | None = field(default=None, metadata={
         "help": "score the G rollouts of a prompt in one packed sequence, so the prompt's forward and backward run "
@@ -100,6 +100,13 @@ class PaTaRMGRPOConfig(GRPOConfig):
         "help": "under bf16/fp16 autocast, generate the rollouts inside one autocast region, so the weights are cast "
                 "to half precision once per generation batch instead of once per decoded token (autocast's cast "
                 "cache; ignored with vLLM)"})
+
+
+
+@dataclass
+class PaTaRMGRPOConfig(SpeedGRPOConfig):
+    """The judge's GRPO-PAR config: TRL's GRPOConfig with the speed switches (`SpeedGRPOConfig`). A batch that would
+    split a pair's rollouts across reward calls is refused here, before any model loads."""
 
     def __post_init__(self):
         super().__post_init__()  # fills in steps_per_generation
@@ -127,9 +134,12 @@ class RolloutAutocastMixin:
             return super()._generate_single_turn(*args, **kwargs)
 
 
-class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
-    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process
-    (the batch arithmetic that makes this possible is checked by PaTaRMGRPOConfig), with the speed switches."""
+class GRPOSpeedMixin:
+    """The speed switches of `patarm.train.speed` for a TRL GRPOTrainer (the judge's GRPO-PAR and a policy's plain
+    GRPO alike): TRL's compact LM head on a CPU, the CPU decode attention, the G rollouts of a prompt scored in one
+    packed sequence (`shared_prefix_loss`; default on a CPU with sdpa/eager attention) and decoded from one prefill
+    (`shared_prefix_rollouts`; default on), the rollouts in one autocast region (`rollout_region`). What is computed
+    stays TRL's (tests/train/test_speed.py); a config without these fields (TRL's own GRPOConfig) gets the defaults."""
 
     def __init__(self, *args, **kwargs):
         cfg = kwargs["args"]
@@ -172,6 +182,11 @@ class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOTrainer):
                 return generate()
         finally:
             del model.generate  # the class's generate again
+
+
+class PaTaRMGRPOTrainer(AtomicCheckpointMixin, GRPOSpeedMixin, GRPOTrainer):
+    """GRPOTrainer whose sampler keeps each pair's 2·G rollouts in the same reward call on every process
+    (the batch arithmetic that makes this possible is checked by PaTaRMGRPOConfig), with the speed switches."""
 
     def _generate_and_score_completions(self, inputs):
         # The rollouts of step k are drawn from a seed of their own (seed, k, process), so a run resumed from a

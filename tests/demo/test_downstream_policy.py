@@ -46,8 +46,9 @@ def test_the_policys_grpo_on_a_cpu_autocasts_to_bf16_only_where_the_cpu_computes
         grpo_config(args, tmp_path, tmp_path / "grpo")
     from patarm.demo.ifeval.recipe import parse_args  # the run refuses it at the start, before any stage
 
-    with pytest.raises(ValueError, match=r"--grpo_settings: 'mask_truncated' is not a TRL GRPOConfig field \(did "
-                                         r"you mean 'mask_truncated_completions'"):
+    with pytest.raises(ValueError, match=r"--grpo_settings: 'mask_truncated' is not a TRL GRPOConfig field \(nor a "
+                                         r"speed switch of patarm.train.grpo.SpeedGRPOConfig\) \(did you mean "
+                                         r"'mask_truncated_completions'"):
         parse_args(["--run_dir", str(tmp_path), "--nltk_data", "", "--grpo_settings", "mask_truncated=true"])
 
 
@@ -87,3 +88,45 @@ def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_
     assert [h["step"] for h in curves["heldout"]] == [0] and curves["heldout"][0]["greedy"]["verified"] == 0.4
     assert [h["step"] for h in curves["heldout_subset"]] == [0, 5]
     assert "heldout_subset" not in _curves(tmp_path / "none", {"greedy": {}})
+
+
+@pytest.mark.slow
+def test_the_policys_speed_switches_end_where_plain_trl_steps_end(tmp_path, monkeypatch):
+    """Two policy GRPO steps of the downstream loop from the same SFT policy and seed, with the speed switches
+    (GRPOSpeedMixin: each prompt's rollouts scored in one packed sequence and decoded from one prefill) and with
+    TRL's own paths (`grpo_settings` switching them off): the same rewards and, up to float rounding, the same
+    weights. (The compact LM head is on in both: tests/train/test_speed.py checks it against TRL's.)"""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from helpers import run_cli
+    from patarm.demo.downstream.config import CONFIG_DIR
+    from patarm.train import grpo, speed
+
+    packed = []
+
+    def counted(*a, **k):
+        packed.append(1)
+        return speed.shared_prefix_logps(*a, **k)
+
+    monkeypatch.setattr(grpo, "shared_prefix_logps", counted)
+    (tmp_path / "rule.yaml").write_text("rewards: [rule]\nscore_with: []\neval_every: 0\n")
+    runs = {}
+    for name, settings in (("plain", {"shared_prefix_loss": False, "shared_prefix_rollouts": False}), ("fast", {})):
+        packed.clear()
+        argv = ["downstream", "--config", CONFIG_DIR / "downstream-small.yaml", "--config", tmp_path / "rule.yaml",
+                "--run_dir", tmp_path / name, "--grpo_steps", 2]
+        if settings:
+            argv += ["--grpo_settings", ",".join(f"{k}={v}" for k, v in settings.items())]
+        run_cli(*argv)
+        assert bool(packed) is (name == "fast")  # the switch did switch
+        folder = tmp_path / name / "grpo-rule"
+        rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+        runs[name] = ([r["reward"] for r in rows if "reward" in r],
+                      dict(AutoModelForCausalLM.from_pretrained(folder).named_parameters()))
+    assert len(runs["fast"][0]) >= 2 and runs["fast"][0] == pytest.approx(runs["plain"][0], abs=1e-6)
+    start = dict(AutoModelForCausalLM.from_pretrained(tmp_path / "plain" / "policy-sft").named_parameters())
+    moved = max((runs["plain"][1][k] - start[k]).abs().max().item() for k in start)
+    assert moved > 1e-5  # the steps changed the weights, so agreeing below means something
+    for key, p in runs["fast"][1].items():
+        assert torch.allclose(p, runs["plain"][1][key], atol=moved * 1e-2), key

@@ -82,7 +82,8 @@ class DownstreamArguments(RunArguments):
     grpo_settings: dict | None = field(default=None, metadata={"help": (
         "TRL GRPOConfig fields set over `grpo_config`'s, for every reward's run alike (a mapping; on the command line "
         "key=value pairs or JSON, e.g. `mask_truncated_completions=true`): an ablation of the policy's GRPO without a "
-        "copy of its config")})
+        "copy of its config; also the speed switches `shared_prefix_loss`, `shared_prefix_rollouts`, "
+        "`rollout_cast_once` (patarm.train.grpo.SpeedGRPOConfig)")})
     grpo_steps: int = field(default=100, metadata={"help": "GRPO steps per reward"})
     rl_prompts: int = field(default=1000, metadata={"help": "RL prompts (rows; GRPO cycles through them)"})
     eval_every: int = field(default=25, metadata={"help": "measure held-out accuracy every N GRPO steps (0: only "
@@ -110,14 +111,14 @@ class DownstreamArguments(RunArguments):
         if self.grpo_settings:  # at the start, not when the first GRPO stage reads them after minutes of work
             import dataclasses
 
-            from trl import GRPOConfig
-
             from patarm.config import nearest
+            from patarm.train.grpo import SpeedGRPOConfig
 
-            fields = [f.name for f in dataclasses.fields(GRPOConfig)]
+            fields = [f.name for f in dataclasses.fields(SpeedGRPOConfig)]
             for key in self.grpo_settings:
                 if key not in fields:
-                    raise ValueError(f"--grpo_settings: {key!r} is not a TRL GRPOConfig field{nearest(key, fields)}")
+                    raise ValueError(f"--grpo_settings: {key!r} is not a TRL GRPOConfig field (nor a speed switch of "
+                                     f"patarm.train.grpo.SpeedGRPOConfig){nearest(key, fields)}")
         for name in ("task_pool", "heldout_prompts", "policy_sft_examples", "grpo_steps", "rl_prompts"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be > 0, got {getattr(self, name)}")

@@ -19,20 +19,20 @@ logger = logging.getLogger("patarm.downstream")
 
 
 def grpo_config(args: DownstreamArguments, out: Path, folder: Path, overrides: Sequence[str] = ()) -> Any:
-    """TRL's GRPOConfig from `args.grpo_config`, with this run's output folder, steps and seed, then
-    `args.grpo_settings` and `overrides` (`--key value`, as on a command line). On a CPU, `bf16` defaults to autocast
-    where the CPU computes in bf16 (as `patarm sft` / `grpo` do), else fp32."""
+    """TRL's GRPOConfig (with the speed switches, `SpeedGRPOConfig`) from `args.grpo_config`, with this run's output
+    folder, steps and seed, then `args.grpo_settings` and `overrides` (`--key value`, as on a command line). On a CPU,
+    `bf16` defaults to autocast where the CPU computes in bf16 (as `patarm sft` / `grpo` do), else fp32."""
     import torch
-    from trl import GRPOConfig
 
     from patarm.config import ConfigError, RunArguments, parse_stage
     from patarm.train.common import cpu_bf16, precision_sentence
+    from patarm.train.grpo import SpeedGRPOConfig
 
     defaults = {} if torch.cuda.is_available() else {"bf16": cpu_bf16()[0], "use_cpu": True}
     argv = ["--config", args.grpo_config, "--run_dir", str(out), "--output_dir", str(folder), "--max_steps",
             str(args.grpo_steps), "--seed", str(args.seed), *settings_flags(args.grpo_settings or {}), *overrides]
     try:
-        _, config = parse_stage((RunArguments, GRPOConfig), argv, prog="patarm downstream (policy GRPO)",
+        _, config = parse_stage((RunArguments, SpeedGRPOConfig), argv, prog="patarm downstream (policy GRPO)",
                                 defaults=defaults)
     except ConfigError as err:  # say where the policy's GRPO fields came from
         raise ConfigError(f"the policy's GRPO config {args.grpo_config} with grpo_settings {args.grpo_settings}: "
@@ -69,9 +69,9 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
         QuietProgressCallback,
         complete_checkpoints,
     )
-    from patarm.train.grpo import RolloutAutocastMixin
+    from patarm.train.grpo import GRPOSpeedMixin
 
-    class PolicyGRPOTrainer(AtomicCheckpointMixin, RolloutAutocastMixin, GRPOTrainer):
+    class PolicyGRPOTrainer(AtomicCheckpointMixin, GRPOSpeedMixin, GRPOTrainer):
         pass
 
     config = grpo_config(args, out, folder)
@@ -84,7 +84,9 @@ def train_policy(args: DownstreamArguments, out: Path, folder: Path, policy: str
         every = dataclasses.replace(evaluator, items=evaluator.items[:n]) if subset else evaluator
         callbacks.append(HeldoutCallback(every, args.eval_every, str(folder / "heldout.jsonl"), scorer_names,
                                          subset=subset))
-    # TRL's GRPOTrainer as it is, its rollouts generated in one autocast region under bf16 (RolloutAutocastMixin)
+    # TRL's GRPOTrainer as it is, with the speed switches that change how, not what, it computes (GRPOSpeedMixin:
+    # the compact LM head, each prompt's rollouts scored in one packed sequence and decoded from one prefill, the
+    # rollouts in one autocast region under bf16)
     trainer = PolicyGRPOTrainer(model=model, reward_funcs=[reward_fn], args=config,
                                 train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=callbacks)
     if any(isinstance(cb, ProgressCallback) for cb in trainer.callback_handler.callbacks):
