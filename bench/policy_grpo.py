@@ -16,7 +16,9 @@ Modes, each from the same start, prompts and seed:
 - `bf16-once-sdpa`: `bf16-once` plus the project's CPU decode attention (`install_cpu_decode_attention`,
   process-wide, so it runs last);
 - `bf16-fast`: the recipe's policy trainer (`patarm.train.grpo.GRPOSpeedMixin`): the compact head, the decode
-  attention, each prompt's G rollouts scored in one packed sequence and decoded from one prefill (process-wide: last).
+  attention, each prompt's G rollouts scored in one packed sequence and decoded from one prefill;
+- `bf16-fast-head`: that plus the CPU fused LM head (`cpu_lm_head: true`, `patarm.train.lm_head`).
+The modes that install the decode attention (process-wide) run after the others.
 Per mode: the median step time, the share spent generating, and the trained reward per step (the rollouts differ
 by precision, so only the timing is compared). The first step is a warm-up, left out of the medians.
 Last lines: `<mode>_step_s=` and `speedup_<mode>=` (the first mode's step time / the mode's). Identical rewards
@@ -75,14 +77,15 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
 
         install_cpu_decode_attention()
     compact_lm_head(mode == "bf16-once-compact")
+    overrides = ["--cpu_lm_head", str(mode == "bf16-fast-head")]
     args.grpo_steps = steps
     # the precision given while the config is built, so TrainingArguments' __post_init__ sees it (setting the
     # attribute afterwards did not switch it: the first run's fp32 and bf16 rollouts came out token for token the same)
     config = grpo_config(args, out, out / mode, ["--bf16", str(mode != "fp32"), "--report_to", "none",
-                                                 "--disable_tqdm", "true"])
+                                                 "--disable_tqdm", "true", *overrides])
     if config.mixed_precision != ("no" if mode == "fp32" else "bf16"):
         sys.exit(f"{mode}: the config's mixed_precision is {config.mixed_precision!r}")
-    mixin = GRPOSpeedMixin if mode == "bf16-fast" else RolloutAutocastMixin if "once" in mode else None
+    mixin = GRPOSpeedMixin if mode.startswith("bf16-fast") else RolloutAutocastMixin if "once" in mode else None
     cls = type("Policy", (mixin, GRPOTrainer), {}) if mixin else GRPOTrainer
     model, tokenizer = load_causal_lm(args.policy_model)
     timer = StepTimer()
@@ -111,16 +114,16 @@ def run_mode(mode: str, rows: list[dict], args, steps: int, out: Path) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=3, help="GRPO steps per mode (the first is a warm-up)")
-    modes = ["fp32", "bf16", "bf16-once", "bf16-once-compact", "bf16-once-sdpa", "bf16-fast"]
+    modes = ["fp32", "bf16", "bf16-once", "bf16-once-compact", "bf16-once-sdpa", "bf16-fast", "bf16-fast-head"]
     parser.add_argument("--modes", nargs="+", default=["fp32", "bf16-once", "bf16-fast"], choices=modes)
     parser.add_argument("--threads", type=int, default=2)
     ns = parser.parse_args()
     if not (DATA / "ifeval" / "input_data.jsonl").is_file():
         sys.exit(f"needs the shared benchmark data in {DATA} (Alpaca + IFEval)")
-    last = [m for m in ns.modes if m in ("bf16-once-sdpa", "bf16-fast")]
-    if len(last) > 1 or (last and ns.modes[-1] != last[0]):
-        sys.exit(f"{last[0]} installs a process-wide attention path: give it last, and only one of bf16-once-sdpa / "
-                 "bf16-fast")
+    installs = [i for i, m in enumerate(ns.modes) if m in ("bf16-once-sdpa", "bf16-fast", "bf16-fast-head")]
+    if installs and installs != list(range(len(ns.modes) - len(installs), len(ns.modes))):
+        sys.exit(f"{ns.modes[installs[0]]} installs a process-wide attention path: give bf16-once-sdpa / bf16-fast / "
+                 "bf16-fast-head after the other modes")
     torch.set_num_threads(ns.threads)
     from patarm.train.common import cpu_bf16
 

@@ -36,6 +36,7 @@ from patarm.train.common import (
     thinking_switch,
     train_and_save,
 )
+from patarm.train.lm_head import install_cpu_lm_head
 from patarm.train.rows import load_prompt_builder, pairs_to_judge_rows
 from patarm.train.speed import (
     attention_accepts_block_mask,
@@ -96,6 +97,11 @@ class SpeedGRPOConfig(GRPOConfig):
     shared_prefix_rollouts: bool | None = field(default=None, metadata={
         "help": "one prefill per prompt, its G rollouts decoded from copies of that KV cache (transformers' "
                 "generate; ignored with vLLM). Default: on"})
+    cpu_lm_head: bool = field(default=False, metadata={
+        "help": "TRL's fused LM head computed a token block at a time on a CPU (patarm.train.lm_head: the same "
+                "log-probs, entropies and gradients in a few large passes instead of a dozen tile-sized temporaries). "
+                "Off by default: its float rounding differs from TRL's, and the quickstart's seeds x kernels table "
+                "was measured without it; the IFEval recipe's policy turns it on (bench/policy_grpo.py)"})
     rollout_cast_once: bool = field(default=True, metadata={
         "help": "under bf16/fp16 autocast, generate the rollouts inside one autocast region, so the weights are cast "
                 "to half precision once per generation batch instead of once per decoded token (autocast's cast "
@@ -136,7 +142,8 @@ class RolloutAutocastMixin:
 
 class GRPOSpeedMixin:
     """The speed switches of `patarm.train.speed` for a TRL GRPOTrainer (the judge's GRPO-PAR and a policy's plain
-    GRPO alike): TRL's compact LM head on a CPU, the CPU decode attention, the G rollouts of a prompt scored in one
+    GRPO alike): TRL's compact LM head on a CPU, the CPU fused head (`cpu_lm_head`, default off), the CPU decode
+    attention, the G rollouts of a prompt scored in one
     packed sequence (`shared_prefix_loss`; default on a CPU with sdpa/eager attention) and decoded from one prefill
     (`shared_prefix_rollouts`; default on), the rollouts in one autocast region (`rollout_region`). What is computed
     stays TRL's (tests/train/test_speed.py); a config without these fields (TRL's own GRPOConfig) gets the defaults."""
@@ -145,6 +152,7 @@ class GRPOSpeedMixin:
         cfg = kwargs["args"]
         super().__init__(*args, **kwargs)
         compact_lm_head()
+        install_cpu_lm_head(bool(getattr(cfg, "cpu_lm_head", False)))  # process-wide: set by each trainer
         install_cpu_decode_attention()  # the rollouts' decode (patarm.models.attention)
         on_cpu = self.accelerator.device.type == "cpu"
         block_mask = attention_accepts_block_mask(self.accelerator.unwrap_model(self.model))

@@ -93,33 +93,40 @@ def test_a_subset_curve_starts_on_its_own_prompts_and_stays_apart_from_the_full_
 @pytest.mark.slow
 def test_the_policys_speed_switches_end_where_plain_trl_steps_end(tmp_path, monkeypatch):
     """Two policy GRPO steps of the downstream loop from the same SFT policy and seed, with the speed switches
-    (GRPOSpeedMixin: each prompt's rollouts scored in one packed sequence and decoded from one prefill) and with
-    TRL's own paths (`grpo_settings` switching them off): the same rewards and, up to float rounding, the same
-    weights. (The compact LM head is on in both: tests/train/test_speed.py checks it against TRL's.)"""
+    (GRPOSpeedMixin: each prompt's rollouts scored in one packed sequence and decoded from one prefill, the CPU fused
+    head) and with TRL's own paths (`grpo_settings` switching them off): the same rewards and, up to float rounding,
+    the same weights. (The compact LM head is on in both: tests/train/test_speed.py checks it against TRL's.)"""
     import torch
     from transformers import AutoModelForCausalLM
 
     from helpers import run_cli
     from patarm.demo.downstream.config import CONFIG_DIR
-    from patarm.train import grpo, speed
+    from patarm.train import grpo, lm_head, speed
 
-    packed = []
+    packed, heads = [], []
 
     def counted(*a, **k):
         packed.append(1)
         return speed.shared_prefix_logps(*a, **k)
 
+    def head(*a, _logits=lm_head._logits):
+        heads.append(1)
+        return _logits(*a)
+
     monkeypatch.setattr(grpo, "shared_prefix_logps", counted)
+    monkeypatch.setattr(lm_head, "_logits", head)
     (tmp_path / "rule.yaml").write_text("rewards: [rule]\nscore_with: []\neval_every: 0\n")
     runs = {}
-    for name, settings in (("plain", {"shared_prefix_loss": False, "shared_prefix_rollouts": False}), ("fast", {})):
+    for name, settings in (("plain", {"shared_prefix_loss": False, "shared_prefix_rollouts": False}),
+                           ("fast", {"cpu_lm_head": True})):
         packed.clear()
+        heads.clear()
         argv = ["downstream", "--config", CONFIG_DIR / "downstream-small.yaml", "--config", tmp_path / "rule.yaml",
                 "--run_dir", tmp_path / name, "--grpo_steps", 2]
         if settings:
             argv += ["--grpo_settings", ",".join(f"{k}={v}" for k, v in settings.items())]
         run_cli(*argv)
-        assert bool(packed) is (name == "fast")  # the switch did switch
+        assert bool(packed) is bool(heads) is (name == "fast")  # the switches did switch
         folder = tmp_path / name / "grpo-rule"
         rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         runs[name] = ([r["reward"] for r in rows if "reward" in r],
