@@ -186,10 +186,10 @@ def test_every_ifeval_config_loads_and_names_its_command(path, monkeypatch):
         from patarm.train import parse_args as stage
 
         stage("grpo", ["--config", str(path)])
-    elif "num_generations" in keys:  # the policy's GRPOConfig
-        from trl import GRPOConfig
+    elif "num_generations" in keys:  # the policy's GRPOConfig (TRL's, with the speed switches)
+        from patarm.train.grpo import SpeedGRPOConfig
 
-        _, cfg = parse_stage((RunArguments, GRPOConfig), ["--config", str(path)], prog="t")
+        _, cfg = parse_stage((RunArguments, SpeedGRPOConfig), ["--config", str(path)], prog="t")
         assert cfg.per_device_train_batch_size * cfg.steps_per_generation % cfg.num_generations == 0
     else:
         from patarm.train import parse_args as stage
