@@ -6,6 +6,8 @@
   of ~300 tokens and judgments of ~40, most of the LM head's work (a 49k-word vocabulary on SmolLM2) went to
   logits that were thrown away. `compact_lm_head()` makes TRL take its compact path on CPUs too (on XLA/Neuron
   devices it keeps TRL's fixed shapes, which avoid recompilation).
+- **CPU fused head** (GRPO, `cpu_lm_head`, off by default): TRL's fused LM head a token block at a time over the
+  whole vocabulary on a CPU, instead of TRL's many-pass tile fallback (`patarm.train.lm_head`).
 - **Shared-prefix loss** (GRPO, `shared_prefix_loss`): the G rollouts of one judge prompt are scored as one
   sequence `[prompt, rollout_1, ..., rollout_G]` with a block attention mask (each rollout sees the prompt and
   itself), so the prompt's forward and backward run once instead of G times. The log-probabilities and gradients
