@@ -43,6 +43,14 @@ def _logits(hidden: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | Non
     return t
 
 
+def _scratch(rows: int, vocab: int, dtype: torch.dtype, device: torch.device, probs: bool):
+    """A block's buffers: the fp32 logits, the compute-dtype projection (None in fp32), the fp32 probabilities
+    (None when `probs` is false)."""
+    f32 = {"device": device, "dtype": torch.float32}
+    mm = None if dtype == torch.float32 else torch.empty((rows, vocab), device=device, dtype=dtype)
+    return torch.empty((rows, vocab), **f32), mm, torch.empty((rows, vocab), **f32) if probs else None
+
+
 class CpuLogProbFunction(torch.autograd.Function):
     """`trl.kernels.ChunkedLogProbFunction`'s interface and results, computed a token block at a time (module doc).
     `chunk_size` (TRL's vocabulary tile) is accepted and ignored: each block spans the whole vocabulary."""
@@ -61,9 +69,8 @@ class CpuLogProbFunction(torch.autograd.Function):
         extra = {name: torch.empty(n, **f32) for name in ("entropy", "log_sum_sq_probs", "mean_logits") if want[name]}
         is_top1 = torch.empty(n, dtype=torch.bool, device=hidden.device) if want["is_top1"] else None
         block = min(n, TOKEN_BLOCK)
-        z_buf = torch.empty((block, vocab), **f32)
-        mm_buf = None if dtype == torch.float32 else torch.empty((block, vocab), device=hidden.device, dtype=dtype)
-        p_buf = torch.empty((block, vocab), **f32) if want["entropy"] or want["log_sum_sq_probs"] else None
+        z_buf, mm_buf, p_buf = _scratch(block, vocab, dtype, hidden.device,
+                                        want["entropy"] or want["log_sum_sq_probs"])
         for s in range(0, n, block):
             e = min(s + block, n)
             z = z_buf[: e - s]
@@ -95,21 +102,18 @@ class CpuLogProbFunction(torch.autograd.Function):
         hidden, weight, bias, targets, log_z, entropy = ctx.saved_tensors
         need_hidden, need_weight, need_bias = ctx.needs_input_grad[:3]
         scale, softcap, inv_t = ctx.args
+        if grad_logprobs is None and grad_entropy is None:
+            return (None,) * 9
+        gl = grad_logprobs.float() if grad_logprobs is not None else None
+        ge = grad_entropy.float() if grad_entropy is not None else None
         n, vocab = hidden.shape[0], weight.shape[0]
         w, w32 = weight.to(ctx.dtype), weight.float()
         f32 = {"device": hidden.device, "dtype": torch.float32}
         grad_hidden = torch.empty(hidden.shape, **f32) if need_hidden else None
         grad_weight = torch.zeros(weight.shape, **f32) if need_weight else None
         grad_bias = torch.zeros(bias.shape, **f32) if need_bias else None
-        gl = grad_logprobs.float() if grad_logprobs is not None else None
-        ge = grad_entropy.float() if grad_entropy is not None else None
-        if gl is None and ge is None:
-            return (None,) * 9
         block = min(n, TOKEN_BLOCK)
-        z_buf = torch.empty((block, vocab), **f32)
-        mm_buf = None if ctx.dtype == torch.float32 else torch.empty((block, vocab), device=hidden.device,
-                                                                      dtype=ctx.dtype)
-        p_buf = torch.empty((block, vocab), **f32) if ge is not None else None
+        z_buf, mm_buf, p_buf = _scratch(block, vocab, ctx.dtype, hidden.device, ge is not None)
         for s in range(0, n, block):
             e = min(s + block, n)
             z = z_buf[: e - s]
@@ -130,11 +134,10 @@ class CpuLogProbFunction(torch.autograd.Function):
             if t is not None:
                 g.mul_(t.mul_(t).neg_().add_(1.0))
             g.mul_(scale)
-            h32 = hidden[s:e].float()
             if grad_hidden is not None:
                 torch.mm(g, w32, out=grad_hidden[s:e])
             if grad_weight is not None:
-                grad_weight.addmm_(g.t(), h32)
+                grad_weight.addmm_(g.t(), hidden[s:e].float())
             if grad_bias is not None:
                 grad_bias += g.sum(dim=0)
         return (grad_hidden.to(hidden.dtype) if grad_hidden is not None else None,

@@ -63,26 +63,6 @@ def test_prompts_draw_registry_constraints_deterministically_split_by_instructio
                 assert ids[-1] == REPEAT and ifeval["prompt"].startswith(kw["prompt_to_repeat"] + "\n")
 
 
-@pytest.mark.parametrize("content, where", [
-    ("{not json", r"alpaca.json: cannot read the Alpaca file"),
-    ('{"instruction": "x"}', r"alpaca.json: expected a JSON list .* got a dict"),
-    ('[{"instruction": "a", "input": ""}, {"text": "b"}]',
-     r"alpaca.json, row 1, field 'instruction': no 'instruction'"),
-])
-def test_a_bad_alpaca_file_is_named_with_its_row_and_field(tmp_path, content, where):
-    alpaca = tmp_path / "alpaca.json"
-    alpaca.write_text(content)
-    with pytest.raises(ValueError, match=where):
-        build_prompts(alpaca, _ifeval(tmp_path, ["unrelated"]), PromptSettings())
-
-
-def test_a_file_that_is_not_ifevals_input_is_named_with_the_line_that_lacks_a_prompt(tmp_path):
-    ifeval = tmp_path / "input_data.jsonl"
-    ifeval.write_text('{"prompt": "a"}\n{"key": 2}\n')
-    with pytest.raises(ValueError, match=r"input_data.jsonl, field 'prompt': not IFEval's input_data.jsonl: line 2 "):
-        build_prompts(_alpaca(tmp_path), ifeval, PromptSettings())
-
-
 def test_constraint_draws_follow_the_settings_and_never_leave_a_kwarg_the_checker_would_redraw():
     settings = PromptSettings(seed=0, min_constraints=2, max_constraints=2, exclude_ids=NO_SENTENCES)
     seen = set()
